@@ -1,0 +1,83 @@
+# cbdt: two commands do all set-up on a fresh machine.
+#   make book   create .venv (first use), install -e .[book], build the HTML book into _build/html
+#   make test   create/update .venv with .[book,test], run every test (unit, property, nbval, book -W, browser)
+#   make lab    open the notebooks in JupyterLab
+#   make bench  run the speed benchmarks
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+CONSTRAINTS := requirements/constraints.txt
+TORCH_PIN := $(shell grep -E '^torch==' $(CONSTRAINTS))
+# stamps record what was installed; they are rebuilt when pyproject.toml or the pins change
+BOOK_STAMP := $(VENV)/.installed-book
+TEST_STAMP := $(VENV)/.installed-test
+JB := $(BIN)/jupyter-book
+export PYTHONHASHSEED := 0
+export MPLBACKEND := Agg
+
+.PHONY: book test unit nbval book-strict browser lint lab bench vendor clean help
+
+help:
+	@echo "make book   build the HTML book (creates .venv on first use)"
+	@echo "make test   run every test: unit + property, nbval, strict book build, browser"
+	@echo "make lab    open JupyterLab on notebooks/"
+	@echo "make bench  run benchmarks/"
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+
+$(BOOK_STAMP): pyproject.toml $(CONSTRAINTS) | $(BIN)/python
+	$(BIN)/pip install --quiet "$(TORCH_PIN)"
+	$(BIN)/pip install --quiet -c $(CONSTRAINTS) -e ".[book]"
+	touch $@
+
+$(TEST_STAMP): pyproject.toml $(CONSTRAINTS) requirements/test-extra.txt | $(BIN)/python
+	$(BIN)/pip install --quiet "$(TORCH_PIN)"
+	$(BIN)/pip install --quiet -c $(CONSTRAINTS) -e ".[book,test]" -r requirements/test-extra.txt
+	touch $@ $(BOOK_STAMP)
+
+# MathJax, require.js and the widget manager, served from the book so it works offline
+vendor: _vendor/.complete
+_vendor/.complete: scripts/vendor_assets.sh
+	bash scripts/vendor_assets.sh _vendor
+
+book: $(BOOK_STAMP) _vendor/.complete
+	$(JB) build . --keep-going
+	@echo "Book built: file://$(CURDIR)/_build/html/index.html"
+
+lint: $(TEST_STAMP)
+	$(BIN)/ruff check cbdt tests benchmarks scripts
+
+unit: $(TEST_STAMP)
+	$(BIN)/pytest tests -m "not browser" -q
+
+nbval: $(TEST_STAMP)
+	$(BIN)/pytest --nbval notebooks/ --nbval-sanitize-with tests/nbval_sanitize.cfg \
+	  --nbval-cell-timeout=600 -p no:randomly -q
+
+book-strict: $(TEST_STAMP) _vendor/.complete
+	rm -rf _build/html _build/.doctrees
+	$(JB) build . -W -n --keep-going
+	@echo "Book built: file://$(CURDIR)/_build/html/index.html"
+
+browser: $(TEST_STAMP) book-strict
+	@if [ -x /usr/bin/chromium ]; then \
+	  $(BIN)/pytest tests/test_browser.py -m browser -q; \
+	else \
+	  echo "SKIPPED the browser test: /usr/bin/chromium is not installed (apt-get install -y chromium)."; \
+	fi
+
+test: lint unit nbval book-strict browser
+	@echo "make test: all checks passed"
+
+lab: $(BOOK_STAMP)
+	$(BIN)/jupyter lab notebooks/
+
+bench: $(BOOK_STAMP)
+	@for f in benchmarks/bench_*.py; do echo "== $$f"; $(BIN)/python $$f; done
+
+clean:
+	rm -rf _build _vendor

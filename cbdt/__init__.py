@@ -1,0 +1,48 @@
+"""cbdt: an exact case-based account of neural decisions.
+
+For a fixed representation :math:`\\varphi` and an OLS readout, every action score is an exact
+weighted sum of training-case returns, :math:`Q(x, a) = \\sum_i \\alpha_i(x) r_i(a)` with
+:math:`\\alpha(x) = \\Phi G^{-1}\\varphi(x)` (Proposition 1 of the paper "From Neural Network
+Decisions to Training Cases: An Exact Account via Case-Based Decision Theory").
+"""
+
+from . import audit, decision, geometry, metrics
+from .audit import (
+    audit_signals,
+    case_optimal_actions,
+    gini_disagreement,
+    influence_entropy,
+    risk_score,
+)
+from .decision import Case, GaussianSimilarity, Memory, decide, support
+from .exceptions import CBDTError, InputError, NotFittedError, RankDeficientError
+from .geometry import cotransformed_metric, reparameterize, zca_whitening
+from .influence import CaseInfluence, TopCases
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "CaseInfluence",
+    "TopCases",
+    "reparameterize",
+    "zca_whitening",
+    "cotransformed_metric",
+    "Case",
+    "Memory",
+    "GaussianSimilarity",
+    "support",
+    "decide",
+    "case_optimal_actions",
+    "influence_entropy",
+    "gini_disagreement",
+    "risk_score",
+    "audit_signals",
+    "CBDTError",
+    "InputError",
+    "NotFittedError",
+    "RankDeficientError",
+    "audit",
+    "decision",
+    "geometry",
+    "metrics",
+]

@@ -1,0 +1,269 @@
+"""Case-influence audit signals (Sec. 4, eq. 15-20).
+
+All functions take contributions :math:`\\psi_i(a, x)` (eq. 15) of one action per query as an
+``(m, n)`` array (one row per query, one column per training case) and are vectorised over the
+queries. :func:`audit_signals` computes everything for a fitted
+:class:`~cbdt.influence.CaseInfluence` in memory-bounded query batches.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ._ranking import top_k_indices
+from ._validation import as_float_matrix, check_k, check_nonnegative_scalar
+from .exceptions import InputError
+
+__all__ = [
+    "case_optimal_actions",
+    "top_k_cases",
+    "influence_distribution",
+    "influence_entropy",
+    "top_action_distribution",
+    "gini_disagreement",
+    "risk_score",
+    "audit_signals",
+]
+
+
+def case_optimal_actions(R: Any) -> np.ndarray:
+    """Case-optimal actions :math:`a_i^* = \\arg\\max_a r_i(a)` (Sec. 4 (ii)).
+
+    Parameters
+    ----------
+    R : array-like of shape (n, |A|)
+        Training returns.
+
+    Returns
+    -------
+    ndarray of int of shape (n,)
+        Ties go to the lowest action index.
+    """
+    R = as_float_matrix("R", R)
+    return np.argmax(R, axis=1)
+
+
+def _psi_2d(psi: Any) -> tuple[np.ndarray, bool]:
+    P = as_float_matrix("psi", psi, allow_1d=True)
+    single = P.ndim == 1
+    return (P[None, :] if single else P), single
+
+
+def _check_case_actions(case_actions: Any, n: int, n_actions: int) -> np.ndarray:
+    a = np.asarray(case_actions)
+    if a.ndim != 1 or a.dtype.kind not in "iu" or a.shape[0] != n:
+        raise InputError(
+            f"case_actions must be an integer array of length n = {n} (the case-optimal action "
+            f"of every training case, see case_optimal_actions); got shape {a.shape}, dtype "
+            f"{a.dtype}."
+        )
+    if n_actions < 1:
+        raise InputError(f"n_actions must be >= 1, got {n_actions}.")
+    if a.size and (a.min() < 0 or a.max() >= n_actions):
+        raise InputError(
+            f"case_actions must lie in 0..{n_actions - 1} (n_actions = {n_actions}); found "
+            f"{int(a.min())}..{int(a.max())}."
+        )
+    return a.astype(np.intp)
+
+
+def top_k_cases(psi: Any, k: int = 10) -> np.ndarray:
+    """Indices :math:`I_k(x, a)` of the ``k`` largest :math:`|\\psi_i(a, x)|` per query.
+
+    Strongest first; ties go to the lower case index.
+
+    Returns
+    -------
+    ndarray of int of shape (m, k), or (k,) for a 1-D ``psi``
+    """
+    P, single = _psi_2d(psi)
+    k = check_k(k, P.shape[1])
+    idx = top_k_indices(np.abs(P), k)
+    return idx[0] if single else idx
+
+
+def influence_distribution(
+    psi: Any, case_actions: Any, n_actions: int, k: int = 10, eps: float = 1e-12
+) -> np.ndarray:
+    """Top-k absolute-mass action distribution :math:`\\pi_k(b \\mid x, a)` (eq. 16).
+
+    .. math:: \\pi_k(b\\mid x,a) = \\frac{\\sum_{i\\in I_k} m_i\\,\\mathbf 1\\{a_i^*=b\\}
+              + \\varepsilon/|A|}{\\sum_{i\\in I_k} m_i + \\varepsilon},
+              \\qquad m_i = |\\psi_i(a, x)|.
+
+    Parameters
+    ----------
+    psi : array-like of shape (m, n) or (n,)
+        Contributions of the inspected action.
+    case_actions : array-like of int of shape (n,)
+        Case-optimal actions :math:`a_i^*`.
+    n_actions : int
+        :math:`|A|`.
+    k : int, default=10
+        Size of the top set :math:`I_k`.
+    eps : float, default=1e-12
+        The symmetric smoothing :math:`\\varepsilon > 0` of eq. 16.
+
+    Returns
+    -------
+    ndarray of shape (m, |A|), or (|A|,); rows sum to one
+    """
+    P, single = _psi_2d(psi)
+    a = _check_case_actions(case_actions, P.shape[1], int(n_actions))
+    k = check_k(k, P.shape[1])
+    eps = check_nonnegative_scalar("eps", eps)
+    if eps == 0:
+        raise InputError("eps must be > 0 (eq. 16 needs a positive safeguard).")
+    mass = np.abs(P)
+    idx = top_k_indices(mass, k)
+    m_top = np.take_along_axis(mass, idx, axis=1)  # (m, k)
+    acts = a[idx]  # (m, k)
+    num = np.zeros((P.shape[0], int(n_actions)))
+    rows = np.repeat(np.arange(P.shape[0]), k)
+    np.add.at(num, (rows, acts.ravel()), m_top.ravel())
+    pi = (num + eps / n_actions) / (m_top.sum(axis=1, keepdims=True) + eps)
+    return pi[0] if single else pi
+
+
+def influence_entropy(
+    psi: Any, case_actions: Any, n_actions: int, k: int = 10, eps: float = 1e-12
+) -> np.ndarray:
+    """Influence entropy :math:`H_\\alpha(x, a) = -\\sum_b \\pi_k \\log \\pi_k` (eq. 17).
+
+    Natural logarithm; :math:`0 \\le H_\\alpha \\le \\log|A|`. Parameters as in
+    :func:`influence_distribution`.
+
+    Returns
+    -------
+    ndarray of shape (m,), or a float for a 1-D ``psi``
+    """
+    pi = np.atleast_2d(influence_distribution(psi, case_actions, n_actions, k, eps))
+    H = -(pi * np.log(pi)).sum(axis=1)  # pi > 0 thanks to eps
+    return H[0] if np.ndim(psi) == 1 else H
+
+
+def top_action_distribution(
+    psi: Any, case_actions: Any, n_actions: int, k: int = 10
+) -> np.ndarray:
+    """Count distribution :math:`q_x(b)` of case-optimal actions among the top-k (eq. 18).
+
+    Eq. 18 uses :math:`T_{10}(x) = I_{10}(x, a_x)`, i.e. ``k = 10`` and the contributions of
+    the selected action :math:`a_x`.
+
+    Returns
+    -------
+    ndarray of shape (m, |A|), or (|A|,)
+    """
+    P, single = _psi_2d(psi)
+    a = _check_case_actions(case_actions, P.shape[1], int(n_actions))
+    k = check_k(k, P.shape[1])
+    idx = top_k_indices(np.abs(P), k)
+    acts = a[idx]
+    q = (acts[:, :, None] == np.arange(int(n_actions))).sum(axis=1) / k
+    return q[0] if single else q
+
+
+def gini_disagreement(psi: Any, case_actions: Any, n_actions: int, k: int = 10) -> np.ndarray:
+    """Gini disagreement :math:`D_{Gini}(x) = 1 - \\sum_b q_x(b)^2` (eq. 19).
+
+    :math:`0 \\le D_{Gini} \\le 1 - 1/|A|` (the upper bound is reached only when ``k`` is a
+    multiple of :math:`|A|`).
+
+    Returns
+    -------
+    ndarray of shape (m,), or a float
+    """
+    q = np.atleast_2d(top_action_distribution(psi, case_actions, n_actions, k))
+    D = 1.0 - (q**2).sum(axis=1)
+    return D[0] if np.ndim(psi) == 1 else D
+
+
+def risk_score(
+    psi_selected: Any,
+    case_actions: Any,
+    n_actions: int,
+    gamma: float = 1.0,
+    k: int = 10,
+    eps: float = 1e-12,
+) -> np.ndarray:
+    """Case-influence risk score :math:`O_\\alpha(x) = H_\\alpha(x, a_x) + \\gamma D_{Gini}(x)`.
+
+    Eq. 20, with the paper's :math:`\\gamma = 1` by default. ``psi_selected`` must hold the
+    contributions of the readout's selected action :math:`a_x = \\arg\\max_a Q(x, a)`; the same
+    top-k set (``k = 10``, eq. 18) is used for both terms.
+
+    Returns
+    -------
+    ndarray of shape (m,), or a float
+    """
+    gamma = check_nonnegative_scalar("gamma", gamma)
+    H = influence_entropy(psi_selected, case_actions, n_actions, k, eps)
+    D = gini_disagreement(psi_selected, case_actions, n_actions, k)
+    return H + gamma * D
+
+
+def audit_signals(
+    influence: Any,
+    phi: Any,
+    *,
+    case_actions: Any = None,
+    k: int = 10,
+    gamma: float = 1.0,
+    eps: float = 1e-12,
+    batch_size: int = 512,
+) -> pd.DataFrame:
+    """Every Sec. 4 signal for many queries, in memory-bounded batches.
+
+    Parameters
+    ----------
+    influence : CaseInfluence
+        A fitted decomposition.
+    phi : array-like of shape (m, H)
+        Query representations.
+    case_actions : array-like of int of shape (n,), optional
+        Case-optimal actions; default ``case_optimal_actions(influence.returns_)``.
+    k, gamma, eps : see :func:`risk_score`.
+    batch_size : int, default=512
+        Queries per batch; memory is ``O(batch_size * n)``.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per query: ``action`` (selected :math:`a_x`), ``score`` (:math:`Q(x, a_x)`),
+        ``margin`` (best minus second-best score), ``entropy`` (:math:`H_\\alpha(x, a_x)`),
+        ``gini`` (:math:`D_{Gini}`), ``risk`` (:math:`O_\\alpha`).
+    """
+    from .influence import CaseInfluence
+
+    if not isinstance(influence, CaseInfluence):
+        raise InputError("influence must be a fitted cbdt.CaseInfluence.")
+    influence._check_fitted()
+    n_actions = influence.n_actions_
+    if case_actions is None:
+        case_actions = case_optimal_actions(influence.returns_)
+    Qs = np.atleast_2d(influence.scores(phi))
+    Phi_q = np.atleast_2d(np.asarray(phi, dtype=float))
+    sel = np.argmax(Qs, axis=1)
+    srt = np.sort(Qs, axis=1)
+    margin = srt[:, -1] - srt[:, -2] if n_actions > 1 else np.full(len(sel), np.nan)
+    ent = np.empty(len(sel))
+    gini = np.empty(len(sel))
+    for s in range(0, len(sel), batch_size):
+        sl = slice(s, s + batch_size)
+        psi = influence.contributions(Phi_q[sl], sel[sl])
+        ent[sl] = influence_entropy(psi, case_actions, n_actions, k, eps)
+        gini[sl] = gini_disagreement(psi, case_actions, n_actions, k)
+    gamma = check_nonnegative_scalar("gamma", gamma)
+    return pd.DataFrame(
+        {
+            "action": sel,
+            "score": Qs[np.arange(len(sel)), sel],
+            "margin": margin,
+            "entropy": ent,
+            "gini": gini,
+            "risk": ent + gamma * gini,
+        }
+    )

@@ -1,0 +1,288 @@
+"""Case-based decision theory itself (Gilboa & Schmeidler; Sec. 2.1, eq. 1-2).
+
+A *case* is a triple :math:`c = (p_c, a_c, r_c)` of a problem, the action taken and its result.
+A *memory* :math:`M` is a multiset of cases, each with a frequency :math:`n(c, M)`. The support
+of action :math:`a` for a new problem :math:`p` is (eq. 1)
+
+.. math:: U(a \\mid M, p) = \\sum_{c\\in M} n(c, M)\\, s(p, p_c)\\, u(r_c, a),
+
+and the CBDT decision maker picks :math:`a^*(M, p) = \\arg\\max_a U(a \\mid M, p)` (eq. 2).
+
+Here ``u(r_c, a)`` is stored as a matrix of *outcome supports* with one row per case and one
+column per action. Classical cases ``(p, a, r)`` support only the action that was taken,
+``u(r_c, a) = u(r_c)`` if ``a == a_c`` and 0 otherwise (:meth:`Memory.from_cases`); cases
+whose outcome is observed for every action (as the training cases of Sec. 2.2, with returns
+``r_i(a)``) give a full row (:class:`Memory` directly).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ._validation import as_float_matrix, check_nonnegative_scalar
+from .exceptions import InputError
+
+__all__ = [
+    "Case",
+    "Memory",
+    "Similarity",
+    "GaussianSimilarity",
+    "LaplacianSimilarity",
+    "InverseDistanceSimilarity",
+    "support",
+    "decide",
+]
+
+
+@dataclass(frozen=True)
+class Case:
+    """One remembered case :math:`c = (p_c, a_c, r_c)` with its frequency :math:`n(c, M)`.
+
+    Parameters
+    ----------
+    problem : array-like of shape (d,)
+        The problem :math:`p_c` (a point of the problem space).
+    action : int
+        The action :math:`a_c` that was taken, indexed from 0.
+    result : float
+        The result :math:`r_c`.
+    frequency : float, default=1
+        How many times the case occurs in the memory (:math:`n(c, M) \\ge 0`).
+    """
+
+    problem: Sequence[float] | np.ndarray
+    action: int
+    result: float
+    frequency: float = 1.0
+
+
+class Memory:
+    """A CBDT memory: problems, outcome supports :math:`u(r_c, a)` and frequencies.
+
+    Parameters
+    ----------
+    problems : array-like of shape (N, d)
+        The problems :math:`p_c` of the N cases.
+    supports : array-like of shape (N, |A|)
+        Outcome support :math:`u(r_c, a)` of case c for action a.
+    frequencies : array-like of shape (N,), optional
+        Case frequencies :math:`n(c, M) \\ge 0`; default all ones.
+
+    Attributes
+    ----------
+    n_cases : int
+    n_actions : int
+    dim : int
+        Dimension d of the problem space.
+    """
+
+    def __init__(self, problems: Any, supports: Any, frequencies: Any = None) -> None:
+        P = as_float_matrix("problems", problems, allow_1d=True)
+        if P.ndim == 1:
+            P = P[:, None]
+        U = as_float_matrix("supports", supports, allow_1d=True)
+        if U.ndim == 1:
+            U = U[:, None]
+        if U.shape[0] != P.shape[0]:
+            raise InputError(
+                f"problems has {P.shape[0]} cases but supports has {U.shape[0]} rows; each "
+                "case needs one row of outcome supports u(r_c, a)."
+            )
+        if frequencies is None:
+            f = np.ones(P.shape[0])
+        else:
+            f = as_float_matrix("frequencies", frequencies, ndim=1)
+            if f.shape[0] != P.shape[0]:
+                raise InputError(
+                    f"frequencies has length {f.shape[0]} but the memory has {P.shape[0]} cases."
+                )
+            if (f < 0).any():
+                raise InputError("frequencies n(c, M) must be >= 0 (they count cases).")
+        self.problems = P
+        self.supports = U
+        self.frequencies = f
+
+    @classmethod
+    def from_cases(
+        cls,
+        cases: Iterable[Case],
+        n_actions: int | None = None,
+        utility: Callable[[np.ndarray], np.ndarray] | None = None,
+    ) -> Memory:
+        """Build a memory from classical cases ``(p, a, r)``.
+
+        Each case supports only the action taken: :math:`u(r_c, a) = u(r_c)\\,
+        \\mathbf 1\\{a = a_c\\}`, with ``utility`` :math:`u` (identity by default).
+
+        Parameters
+        ----------
+        cases : iterable of Case
+        n_actions : int, optional
+            Size of the action set; default ``1 + max(action)``.
+        utility : callable, optional
+            Vectorised map from results to utilities.
+        """
+        cases = list(cases)
+        if not cases:
+            raise InputError("a memory needs at least one case.")
+        P = np.array([np.atleast_1d(np.asarray(c.problem, dtype=float)) for c in cases])
+        acts = np.array([c.action for c in cases])
+        if acts.dtype.kind not in "iu" or (acts < 0).any():
+            raise InputError("case actions must be non-negative integers (action indices).")
+        A = int(acts.max()) + 1 if n_actions is None else int(n_actions)
+        if acts.max() >= A:
+            raise InputError(
+                f"a case has action {int(acts.max())} but n_actions = {A} (indices 0..{A - 1})."
+            )
+        r = np.array([c.result for c in cases], dtype=float)
+        u = r if utility is None else np.asarray(utility(r), dtype=float)
+        U = np.zeros((len(cases), A))
+        U[np.arange(len(cases)), acts] = u
+        return cls(P, U, [c.frequency for c in cases])
+
+    @property
+    def n_cases(self) -> int:
+        return self.problems.shape[0]
+
+    @property
+    def n_actions(self) -> int:
+        return self.supports.shape[1]
+
+    @property
+    def dim(self) -> int:
+        return self.problems.shape[1]
+
+    def __repr__(self) -> str:
+        return f"Memory(n_cases={self.n_cases}, n_actions={self.n_actions}, dim={self.dim})"
+
+
+class Similarity:
+    """Base class of similarity functions :math:`s(p, q) \\ge 0` over the problem space.
+
+    Subclasses implement :meth:`kernel` on squared distances or on coordinates; calling the
+    object returns the ``(m, N)`` similarity matrix between m problems and N cases.
+    """
+
+    def __call__(self, P: np.ndarray, Q: np.ndarray) -> np.ndarray:
+        return self.kernel(P, Q)
+
+    def kernel(self, P: np.ndarray, Q: np.ndarray) -> np.ndarray:  # pragma: no cover
+        raise NotImplementedError
+
+    @staticmethod
+    def _sqdist(P: np.ndarray, Q: np.ndarray) -> np.ndarray:
+        d2 = (P**2).sum(1)[:, None] + (Q**2).sum(1)[None, :] - 2.0 * P @ Q.T
+        return np.maximum(d2, 0.0)
+
+
+class _BandwidthSimilarity(Similarity):
+    def __init__(self, bandwidth: float = 1.0) -> None:
+        bw = check_nonnegative_scalar("bandwidth", bandwidth)
+        if bw == 0:
+            raise InputError("bandwidth must be > 0.")
+        self.bandwidth = bw
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(bandwidth={self.bandwidth!r})"
+
+
+class GaussianSimilarity(_BandwidthSimilarity):
+    """:math:`s(p, q) = \\exp(-\\lVert p - q\\rVert^2 / (2h^2))` with bandwidth ``h``."""
+
+    def kernel(self, P: np.ndarray, Q: np.ndarray) -> np.ndarray:
+        return np.exp(-self._sqdist(P, Q) / (2.0 * self.bandwidth**2))
+
+
+class LaplacianSimilarity(_BandwidthSimilarity):
+    """:math:`s(p, q) = \\exp(-\\lVert p - q\\rVert / h)`."""
+
+    def kernel(self, P: np.ndarray, Q: np.ndarray) -> np.ndarray:
+        return np.exp(-np.sqrt(self._sqdist(P, Q)) / self.bandwidth)
+
+
+class InverseDistanceSimilarity(_BandwidthSimilarity):
+    """:math:`s(p, q) = 1 / (1 + \\lVert p - q\\rVert / h)`."""
+
+    def kernel(self, P: np.ndarray, Q: np.ndarray) -> np.ndarray:
+        return 1.0 / (1.0 + np.sqrt(self._sqdist(P, Q)) / self.bandwidth)
+
+
+def _similarity_matrix(
+    P: np.ndarray, memory: Memory, similarity: Similarity | Callable | None
+) -> np.ndarray:
+    sim = GaussianSimilarity() if similarity is None else similarity
+    if not callable(sim):
+        raise InputError(
+            f"similarity must be a Similarity or a callable s(P, Q) -> (m, N), got {sim!r}."
+        )
+    S = np.asarray(sim(P, memory.problems), dtype=float)
+    if S.shape != (P.shape[0], memory.n_cases):
+        raise InputError(
+            f"similarity returned shape {S.shape}; expected (m, N) = "
+            f"({P.shape[0]}, {memory.n_cases})."
+        )
+    if not np.isfinite(S).all():
+        raise InputError("similarity returned NaN or inf values.")
+    if (S < 0).any():
+        raise InputError(
+            f"similarity must be non-negative (CBDT similarity, Sec. 2.1); the smallest value "
+            f"is {S.min():.3g}. Use a non-negative kernel such as GaussianSimilarity."
+        )
+    return S
+
+
+def _check_problems(p: Any, memory: Memory) -> tuple[np.ndarray, bool]:
+    if not isinstance(memory, Memory):
+        raise InputError(f"memory must be a cbdt.decision.Memory, got {type(memory).__name__}.")
+    P = as_float_matrix("p", p, allow_1d=True)
+    single = P.ndim == 1  # a 1-D p is one problem of dimension d; pass (m, 1) for d = 1
+    if single:
+        P = P[None, :]
+    if P.shape[1] != memory.dim:
+        raise InputError(
+            f"problems have dimension {P.shape[1]} but the memory's problems have dimension "
+            f"{memory.dim}."
+        )
+    return P, single
+
+
+def support(
+    p: Any, memory: Memory, similarity: Similarity | Callable | None = None
+) -> np.ndarray:
+    """CBDT support :math:`U(a \\mid M, p)` of every action (eq. 1), for many problems at once.
+
+    Parameters
+    ----------
+    p : array-like of shape (m, d) or (d,)
+        Problems.
+    memory : Memory
+    similarity : Similarity or callable, optional
+        Non-negative similarity; default ``GaussianSimilarity(1.0)``.
+
+    Returns
+    -------
+    ndarray of shape (m, |A|), or (|A|,) for one problem
+    """
+    P, single = _check_problems(p, memory)
+    S = _similarity_matrix(P, memory, similarity)
+    U = S @ (memory.frequencies[:, None] * memory.supports)
+    return U[0] if single else U
+
+
+def decide(
+    p: Any, memory: Memory, similarity: Similarity | Callable | None = None
+) -> np.ndarray:
+    """CBDT choice :math:`a^*(M, p) = \\arg\\max_a U(a \\mid M, p)` (eq. 2).
+
+    Ties go to the lowest action index.
+
+    Returns
+    -------
+    ndarray of int of shape (m,), or an int for one problem
+    """
+    U = support(p, memory, similarity)
+    return np.argmax(U, axis=-1)

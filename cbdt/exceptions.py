@@ -1,0 +1,44 @@
+"""Exceptions raised by :mod:`cbdt`.
+
+Every error names what is wrong and how to fix it. The classes also derive from the builtin
+exception a caller would naturally catch (``ValueError``, ``AttributeError``, ...), so generic
+handlers keep working.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["CBDTError", "NotFittedError", "RankDeficientError", "InputError"]
+
+
+class CBDTError(Exception):
+    """Base class of every error raised on purpose by :mod:`cbdt`."""
+
+
+class InputError(CBDTError, ValueError):
+    """An argument has the wrong shape, type, range or contains NaN/inf."""
+
+
+class NotFittedError(CBDTError, ValueError, AttributeError):
+    """A query method was called before ``fit``."""
+
+
+class RankDeficientError(CBDTError, np.linalg.LinAlgError, ValueError):
+    """The (regularised) Gram matrix is singular or too ill-conditioned to factor exactly.
+
+    Attributes
+    ----------
+    rank : int
+        Numerical rank of the feature matrix (number of Gram eigenvalues above tolerance).
+    dim : int
+        Number of feature columns (``H``, plus one with an intercept).
+    condition_number : float
+        Condition number of the Gram matrix (``inf`` when it is exactly singular).
+    """
+
+    def __init__(self, message: str, *, rank: int, dim: int, condition_number: float):
+        super().__init__(message)
+        self.rank = rank
+        self.dim = dim
+        self.condition_number = condition_number

@@ -1,0 +1,453 @@
+"""Gram-structured case influence of a fixed-representation OLS readout (Sec. 3, Prop. 1).
+
+For a fixed representation :math:`\\varphi(x)\\in\\mathbb{R}^H`, training representations
+:math:`\\Phi\\in\\mathbb{R}^{n\\times H}` (eq. 4) and action-conditional returns
+:math:`R\\in\\mathbb{R}^{n\\times|A|}` (eq. 5), the OLS readout (eq. 6-8)
+
+.. math:: V = G^{-1}\\Phi^\\top R, \\qquad G = \\Phi^\\top\\Phi,
+
+gives every action score as an exact weighted sum of training-case returns (eq. 9)
+
+.. math:: Q(x, a) = \\varphi(x)^\\top v_a = \\sum_{i=1}^n \\alpha_i(x)\\, r_{i,a},
+          \\qquad \\alpha(x) = \\Phi G^{-1}\\varphi(x)   \\quad\\text{(eq. 10)}.
+
+With Tikhonov regularisation the Gram matrix becomes :math:`G + \\lambda M` (eq. 11 has
+:math:`M = I_H`; a general metric ``M`` keeps coordinate invariance, Appendix B.2).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, NamedTuple
+
+import numpy as np
+from scipy import linalg
+
+from ._ranking import top_k_indices
+from ._validation import (
+    as_float_matrix,
+    as_query,
+    check_action,
+    check_finite,
+    check_k,
+    check_nonnegative_scalar,
+)
+from .exceptions import InputError, NotFittedError, RankDeficientError
+
+__all__ = ["CaseInfluence", "TopCases"]
+
+_EPS = np.finfo(np.float64).eps
+
+
+class TopCases(NamedTuple):
+    """Result of :meth:`CaseInfluence.top_cases`.
+
+    Attributes
+    ----------
+    indices : ndarray of int, shape (m, k) or (k,)
+        Training-case indices, strongest first.
+    contributions : ndarray of float, shape (m, k) or (k,)
+        The signed contributions :math:`\\psi_i(a, x)` (eq. 15) of those cases.
+    """
+
+    indices: np.ndarray
+    contributions: np.ndarray
+
+
+class CaseInfluence:
+    """Exact case-influence decomposition of an OLS (or ridge) readout (Proposition 1).
+
+    Parameters
+    ----------
+    ridge : float, default=0.0
+        Tikhonov strength :math:`\\lambda \\ge 0` (eq. 11). ``0`` is plain OLS (eq. 8, 10).
+    intercept : bool, default=False
+        Absorb a constant coordinate into :math:`\\varphi` (Sec. 2.2). The intercept is not
+        penalised by ``ridge``.
+    solver : {"auto", "cholesky", "lstsq"}, default="auto"
+        ``"cholesky"`` factors :math:`G + \\lambda M` once (``scipy.linalg.cho_factor``) and
+        raises :class:`~cbdt.exceptions.RankDeficientError` when it is singular or its
+        condition number exceeds :attr:`max_condition`. ``"lstsq"`` uses the eigendecomposition
+        of the Gram matrix and its pseudo-inverse, which gives the *minimum-norm* readout and
+        coefficients when :math:`\\Phi` is rank-deficient (:math:`\\alpha = \\Phi G^{+}
+        \\varphi(x)`, the minimum-norm solution of :math:`\\Phi^\\top\\beta = \\varphi(x)`).
+        ``"auto"`` resolves to ``"cholesky"``: Proposition 1 assumes full column rank, so a
+        rank-deficient memory is reported rather than silently answered by another estimator.
+        The resolved solver is stored in ``solver_``.
+    ridge_metric : array-like of shape (H, H), optional
+        Symmetric positive semi-definite metric :math:`M` of the penalty
+        :math:`\\lambda v^\\top M v`; default :math:`I_H`. After a reparameterisation
+        :math:`\\varphi \\mapsto B\\varphi`, ``ridge_metric = B M B^T`` keeps the regularised
+        coefficients invariant (Appendix B.2, :func:`cbdt.geometry.cotransformed_metric`).
+
+    Attributes
+    ----------
+    readout_ : ndarray of shape (H, |A|)
+        Readout weights :math:`V = (G + \\lambda M)^{-1}\\Phi^\\top R` (eq. 8; ridge eq. 11).
+    intercept_ : ndarray of shape (|A|,)
+        Intercept of each action (only when ``intercept=True``).
+    gram_ : ndarray of shape (H', H')
+        Float64 Gram matrix :math:`\\Phi^\\top\\Phi` (``H' = H + 1`` with an intercept).
+    n_cases_ : int
+        Number of training cases ``n``.
+    n_features_ : int
+        Representation width ``H``.
+    n_actions_ : int
+        Number of actions ``|A|``.
+    returns_ : ndarray of shape (n, |A|)
+        The training returns ``R`` (float64).
+    rank_ : int
+        Numerical rank of the (augmented) feature matrix.
+    condition_number_ : float
+        Condition number of the factored matrix :math:`G + \\lambda M`.
+    solver_ : str
+        ``"cholesky"`` or ``"lstsq"``.
+
+    Notes
+    -----
+    The Gram matrix is accumulated in float64 over row chunks of ``chunk_size`` rows, so
+    ``Phi`` may be an :class:`numpy.memmap` larger than memory; only an ``(H', H')`` factor is
+    kept besides a reference to ``Phi``. Queries are answered in batches of ``batch_size``.
+    No inverse is ever formed: :math:`\\alpha = \\Phi\\,\\mathrm{solve}(G, \\varphi^\\top)`.
+
+    Examples
+    --------
+    >>> import numpy as np, cbdt
+    >>> rng = np.random.default_rng(0)
+    >>> Phi, R = rng.normal(size=(100, 5)), rng.normal(size=(100, 3))
+    >>> ci = cbdt.CaseInfluence().fit(Phi, R)
+    >>> phi = rng.normal(size=5)
+    >>> np.allclose(ci.coefficients(phi) @ R, ci.scores(phi))
+    True
+    """
+
+    #: Largest condition number of :math:`G + \lambda M` the Cholesky solver accepts.
+    max_condition: float = 1e12
+    #: Rows of ``Phi`` processed at once when accumulating the Gram matrix.
+    chunk_size: int = 65_536
+    #: Queries answered at once by the query methods.
+    batch_size: int = 1_024
+
+    def __init__(
+        self,
+        ridge: float = 0.0,
+        intercept: bool = False,
+        solver: Literal["auto", "cholesky", "lstsq"] = "auto",
+        ridge_metric: Any = None,
+    ) -> None:
+        self.ridge = ridge
+        self.intercept = intercept
+        self.solver = solver
+        self.ridge_metric = ridge_metric
+
+    def __repr__(self) -> str:
+        metric = "None" if self.ridge_metric is None else "<matrix>"
+        return (
+            f"CaseInfluence(ridge={self.ridge!r}, intercept={self.intercept!r}, "
+            f"solver={self.solver!r}, ridge_metric={metric})"
+        )
+
+    # ------------------------------------------------------------------ fitting
+    def fit(self, Phi: Any, R: Any) -> CaseInfluence:
+        """Accumulate the Gram matrix of ``Phi``, factor it once and solve for the readout.
+
+        Parameters
+        ----------
+        Phi : array-like or numpy.memmap of shape (n, H)
+            Training representations :math:`\\varphi(x_i)` as rows (eq. 4).
+        R : array-like of shape (n, |A|) or (n,)
+            Action-conditional returns :math:`r_i(a)` (eq. 5); 1-D means one action.
+
+        Returns
+        -------
+        self : CaseInfluence
+        """
+        ridge = check_nonnegative_scalar("ridge", self.ridge)
+        if self.solver not in ("auto", "cholesky", "lstsq"):
+            raise InputError(
+                f"solver must be 'auto', 'cholesky' or 'lstsq', got {self.solver!r}."
+            )
+        if not isinstance(self.intercept, bool | np.bool_):
+            raise InputError(f"intercept must be True or False, got {self.intercept!r}.")
+        Phi = self._check_phi(Phi)
+        n, H = Phi.shape
+        R = as_float_matrix("R", R, allow_1d=True, finite=False)
+        if R.ndim == 1:
+            R = R[:, None]
+        check_finite("R", R, hint="returns r_i(a) must be finite for every case and action")
+        if R.shape[0] != n:
+            raise InputError(
+                f"Phi has {n} rows (training cases) but R has {R.shape[0]}; row i of both must "
+                "belong to training case i."
+            )
+        metric = self._check_metric(H)
+
+        # Gram matrix and Phi^T R in float64, accumulated over row chunks (memmap friendly).
+        Hp = H + int(self.intercept)
+        G = np.zeros((Hp, Hp))
+        PtR = np.zeros((Hp, R.shape[1]))
+        for start in range(0, n, self.chunk_size):
+            block = np.asarray(Phi[start : start + self.chunk_size], dtype=np.float64)
+            check_finite(
+                "Phi" if start == 0 else f"Phi (rows from {start})",
+                block,
+                hint="training representations must be finite",
+            )
+            Rb = R[start : start + self.chunk_size]
+            G[:H, :H] += block.T @ block
+            PtR[:H] += block.T @ Rb
+            if self.intercept:
+                s = block.sum(axis=0)
+                G[:H, H] += s
+                G[H, :H] += s
+                PtR[H] += Rb.sum(axis=0)
+        if self.intercept:
+            G[H, H] = n
+        G = 0.5 * (G + G.T)
+
+        A = G.copy()
+        if ridge > 0:
+            A[:H, :H] += ridge * metric
+        # eigenvalues of the factored matrix give rank and condition number for diagnostics
+        w, U = linalg.eigh(A)
+        w_max = float(max(w[-1], 0.0))
+        tol = w_max * max(n, Hp) * _EPS
+        rank = int(np.sum(w > tol))
+        w_min = float(w[0])
+        cond = float(w_max / w_min) if w_min > 0 else float("inf")
+
+        solver = "cholesky" if self.solver == "auto" else self.solver
+        if solver == "cholesky":
+            if rank < Hp or cond > self.max_condition:
+                raise RankDeficientError(
+                    self._rank_message(n, H, rank, Hp, cond, ridge),
+                    rank=rank,
+                    dim=Hp,
+                    condition_number=cond,
+                )
+            try:
+                self._factor = linalg.cho_factor(A, lower=True, check_finite=False)
+            except linalg.LinAlgError as exc:  # pragma: no cover - caught by the eigen test
+                raise RankDeficientError(
+                    self._rank_message(n, H, rank, Hp, cond, ridge),
+                    rank=rank,
+                    dim=Hp,
+                    condition_number=cond,
+                ) from exc
+            self._eig = None
+        else:
+            if rank == 0:
+                raise RankDeficientError(
+                    "Phi is numerically zero (rank 0): every coefficient would be 0. Check the "
+                    "representation.",
+                    rank=0,
+                    dim=Hp,
+                    condition_number=cond,
+                )
+            keep = w > tol
+            self._eig = (U[:, keep], w[keep])
+            self._factor = None
+
+        self._Phi = Phi
+        self.gram_ = G
+        self.returns_ = R
+        self.n_cases_ = n
+        self.n_features_ = H
+        self.n_actions_ = R.shape[1]
+        self.rank_ = rank
+        self.condition_number_ = cond
+        self.solver_ = solver
+        V = self._solve(PtR)
+        if self.intercept:
+            self.readout_ = V[:H]
+            self.intercept_ = V[H]
+        else:
+            self.readout_ = V
+        self._V = V
+        return self
+
+    # ------------------------------------------------------------------ queries
+    def coefficients(self, phi: Any) -> np.ndarray:
+        """Case-influence coefficients :math:`\\alpha(x) = \\Phi (G + \\lambda M)^{-1}\\varphi(x)`.
+
+        Eq. 10 (OLS) and eq. 11 (ridge).
+
+        Parameters
+        ----------
+        phi : array-like of shape (m, H) or (H,)
+            Query representations :math:`\\varphi(x)`.
+
+        Returns
+        -------
+        alpha : ndarray of shape (m, n), or (n,) for a 1-D query
+        """
+        Q, single = self._check_query(phi)
+        out = np.empty((Q.shape[0], self.n_cases_))
+        for s in range(0, Q.shape[0], self.batch_size):
+            out[s : s + self.batch_size] = self._alpha(Q[s : s + self.batch_size])
+        return out[0] if single else out
+
+    def scores(self, phi: Any) -> np.ndarray:
+        """Action scores :math:`Q(x, a) = \\varphi(x)^\\top v_a` (eq. 3), equal to eq. 9.
+
+        Computed from the readout, not by summing :math:`\\alpha R`; the two agree to
+        rounding error (Proposition 1).
+
+        Returns
+        -------
+        ndarray of shape (m, |A|), or (|A|,) for a 1-D query
+        """
+        Q, single = self._check_query(phi)
+        S = self._augment(Q) @ self._V
+        return S[0] if single else S
+
+    def contributions(self, phi: Any, action: Any) -> np.ndarray:
+        """Case audit contributions :math:`\\psi_i(a, x) = \\alpha_i(x) r_{i,a}` (eq. 15).
+
+        Parameters
+        ----------
+        phi : array-like of shape (m, H) or (H,)
+        action : int or array of int of shape (m,)
+            One action for all queries, or one per query.
+
+        Returns
+        -------
+        psi : ndarray of shape (m, n), or (n,) for a 1-D query
+        """
+        Q, single = self._check_query(phi)
+        acts = check_action(action, self.n_actions_, Q.shape[0])
+        out = np.empty((Q.shape[0], self.n_cases_))
+        for s in range(0, Q.shape[0], self.batch_size):
+            sl = slice(s, s + self.batch_size)
+            out[sl] = self._alpha(Q[sl]) * self.returns_[:, acts[sl]].T
+        return out[0] if single else out
+
+    def top_cases(
+        self,
+        phi: Any,
+        action: Any,
+        k: int = 10,
+        order: Literal["abs", "positive", "negative"] = "abs",
+    ) -> TopCases:
+        """The ``k`` training cases with the strongest contributions to ``Q(x, action)``.
+
+        Sec. 4 (i): ``order="abs"`` ranks by :math:`|\\psi_i|` (the most influential cases),
+        ``"positive"`` by :math:`\\psi_i` descending (strongest support), ``"negative"`` by
+        :math:`\\psi_i` ascending (strongest offsets). Ties go to the lower case index.
+
+        Returns
+        -------
+        TopCases
+            ``(indices, contributions)``, each of shape (m, k), or (k,) for a 1-D query.
+        """
+        if order not in ("abs", "positive", "negative"):
+            raise InputError(f"order must be 'abs', 'positive' or 'negative', got {order!r}.")
+        self._check_fitted()
+        k = check_k(k, self.n_cases_)
+        psi = self.contributions(phi, action)
+        single = psi.ndim == 1
+        psi2 = psi[None, :] if single else psi
+        key = {"abs": np.abs(psi2), "positive": psi2, "negative": -psi2}[order]
+        idx = top_k_indices(key, k)
+        vals = np.take_along_axis(psi2, idx, axis=1)
+        if single:
+            return TopCases(idx[0], vals[0])
+        return TopCases(idx, vals)
+
+    # ------------------------------------------------------------------ internals
+    def _check_phi(self, Phi: Any) -> np.ndarray:
+        if isinstance(Phi, np.memmap):
+            if Phi.ndim != 2 or Phi.dtype.kind not in "iuf":
+                raise InputError(
+                    f"Phi must be a real 2-D array (n, H), got memmap of shape {Phi.shape} and "
+                    f"dtype {Phi.dtype}."
+                )
+            arr = Phi  # finiteness is checked chunk by chunk during accumulation
+        else:
+            arr = as_float_matrix("Phi", Phi, finite=False)
+            arr = np.ascontiguousarray(arr)
+        n, H = arr.shape
+        if n == 0 or H == 0:
+            raise InputError(f"Phi must have at least one row and column, got {arr.shape}.")
+        return arr
+
+    def _check_metric(self, H: int) -> np.ndarray:
+        if self.ridge_metric is None:
+            return np.eye(H)
+        M = as_float_matrix("ridge_metric", self.ridge_metric)
+        if M.shape != (H, H):
+            raise InputError(
+                f"ridge_metric must have shape (H, H) = ({H}, {H}), got {M.shape}."
+            )
+        scale = max(float(np.abs(M).max()), 1.0)
+        if not np.allclose(M, M.T, atol=1e-10 * scale, rtol=0):
+            raise InputError("ridge_metric must be symmetric; pass 0.5 * (M + M.T).")
+        w = linalg.eigvalsh(M)
+        if w[0] < -1e-10 * max(abs(w[-1]), 1.0):
+            raise InputError(
+                f"ridge_metric must be positive semi-definite; its smallest eigenvalue is "
+                f"{w[0]:.3g}. For a reparameterisation phi -> B phi use B @ M @ B.T."
+            )
+        return 0.5 * (M + M.T)
+
+    def _rank_message(
+        self, n: int, H: int, rank: int, Hp: int, cond: float, ridge: float
+    ) -> str:
+        what = "Phi (with the intercept column)" if self.intercept else "Phi"
+        reg = f"G + {ridge:g} M" if ridge > 0 else "G = Phi^T Phi"
+        if n < Hp:
+            head = (
+                f"{what} has n = {n} rows but {Hp} columns: with n < H the Gram matrix cannot "
+                f"be invertible (rank {rank} < {Hp})."
+            )
+        elif rank < Hp:
+            head = f"{what} is rank-deficient: numerical rank {rank} of {Hp} columns."
+        else:
+            head = (
+                f"{reg} is too ill-conditioned for an exact solve (condition number "
+                f"{cond:.3e} > max_condition = {self.max_condition:.0e}; rank {rank} of {Hp})."
+            )
+        return (
+            f"{head} Condition number of {reg}: {cond:.3e}. Proposition 1 needs full column "
+            "rank. Either regularise with CaseInfluence(ridge=lam) for some lam > 0 (eq. 11), "
+            "or use CaseInfluence(solver='lstsq') for the minimum-norm coefficients, or remove "
+            "constant/duplicated representation units."
+        )
+
+    def _check_fitted(self) -> None:
+        if not hasattr(self, "_V"):
+            raise NotFittedError(
+                "This CaseInfluence is not fitted yet. Call .fit(Phi, R) before querying it."
+            )
+
+    def _check_query(self, phi: Any) -> tuple[np.ndarray, bool]:
+        self._check_fitted()
+        return as_query("phi", phi, self.n_features_)
+
+    def _augment(self, Q: np.ndarray) -> np.ndarray:
+        if self.intercept:
+            return np.hstack([Q, np.ones((Q.shape[0], 1))])
+        return Q
+
+    def _solve(self, rhs: np.ndarray) -> np.ndarray:
+        """(G + lam M)^{-1} rhs, or its pseudo-inverse for the lstsq solver."""
+        if self._factor is not None:
+            return linalg.cho_solve(self._factor, rhs, check_finite=False)
+        U, w = self._eig
+        return U @ ((U.T @ rhs) / w[:, None])
+
+    def _alpha(self, Q: np.ndarray) -> np.ndarray:
+        """alpha for a batch of validated queries, shape (b, n)."""
+        Z = self._solve(self._augment(Q).T)  # (H', b)
+        H = self.n_features_
+        Phi = self._Phi
+        if isinstance(Phi, np.memmap):
+            out = np.empty((Q.shape[0], self.n_cases_))
+            for s in range(0, self.n_cases_, self.chunk_size):
+                block = np.asarray(Phi[s : s + self.chunk_size], dtype=np.float64)
+                out[:, s : s + block.shape[0]] = (block @ Z[:H]).T
+        else:
+            out = Z[:H].T @ Phi.T
+        if self.intercept:
+            out += Z[H][:, None]
+        return out
+
