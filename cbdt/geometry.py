@@ -80,12 +80,13 @@ def zca_whitening(Phi: Any) -> tuple[np.ndarray, np.ndarray]:
     """
     P = as_float_matrix("Phi", Phi)
     n, H = P.shape
-    G = P.T @ P
-    w, U = linalg.eigh(G)
-    tol = max(w[-1], 0.0) * max(n, H) * np.finfo(float).eps
-    rank = int(np.sum(w > tol))
+    # thin SVD Phi = U S V^T: G^{-1/2} = V S^{-1} V^T and Phi G^{-1/2} = U V^T, which keeps
+    # full float64 accuracy (an eigendecomposition of G would square the condition number)
+    U, s, Vt = linalg.svd(P, full_matrices=False)
+    tol = s[0] * max(n, H) * np.finfo(float).eps if s.size else 0.0
+    rank = int(np.sum(s > tol))
     if rank < H:
-        cond = float(w[-1] / w[0]) if w[0] > 0 else float("inf")
+        cond = float((s[0] / s[-1]) ** 2) if s[-1] > 0 else float("inf")
         raise RankDeficientError(
             f"ZCA whitening needs a full-rank Gram matrix, but Phi has rank {rank} of {H} "
             f"(condition number of G: {cond:.3e}). Drop constant or duplicated units, or "
@@ -94,9 +95,9 @@ def zca_whitening(Phi: Any) -> tuple[np.ndarray, np.ndarray]:
             dim=H,
             condition_number=cond,
         )
-    B = np.sqrt(n) * (U / np.sqrt(w)) @ U.T
+    B = np.sqrt(n) * (Vt.T / s) @ Vt
     B = 0.5 * (B + B.T)
-    return B, P @ B.T
+    return B, np.sqrt(n) * (U @ Vt)
 
 
 def cotransformed_metric(B: Any, metric: Any = None) -> np.ndarray:

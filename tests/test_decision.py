@@ -1,0 +1,76 @@
+"""CBDT support and choice (eq. 1-2)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import cbdt
+from cbdt import Case, GaussianSimilarity, InputError, Memory
+from cbdt.decision import InverseDistanceSimilarity, LaplacianSimilarity
+
+
+def test_support_hand_computed_example():
+    # three cases on a line, two actions; similarity exp(-d^2 / 2)
+    cases = [
+        Case([0.0], action=0, result=2.0),
+        Case([1.0], action=1, result=1.0, frequency=2),
+        Case([3.0], action=0, result=-1.0),
+    ]
+    mem = Memory.from_cases(cases)
+    U = cbdt.support([1.0], mem, GaussianSimilarity(1.0))
+    s0, s1, s3 = np.exp(-0.5), 1.0, np.exp(-2.0)
+    expect = [s0 * 2.0 + s3 * (-1.0), 2 * s1 * 1.0]
+    assert np.allclose(U, expect, rtol=0, atol=1e-15)
+    assert cbdt.decide([1.0], mem, GaussianSimilarity(1.0)) == 1
+    assert cbdt.decide([-1.0], mem, GaussianSimilarity(1.0)) == 0
+
+
+def test_vector_outcome_memory_and_vectorisation():
+    rng = np.random.default_rng(0)
+    P = rng.normal(size=(20, 2))
+    Usup = rng.normal(size=(20, 3))
+    f = rng.integers(1, 4, size=20).astype(float)
+    mem = Memory(P, Usup, f)
+    queries = rng.normal(size=(15, 2))
+    sim = GaussianSimilarity(0.7)
+    U = cbdt.support(queries, mem, sim)
+    for j in range(15):
+        s = np.exp(-((P - queries[j]) ** 2).sum(1) / (2 * 0.7**2))
+        assert np.allclose(U[j], (f * s) @ Usup)
+    assert np.array_equal(cbdt.decide(queries, mem, sim), U.argmax(1))
+
+
+@given(st.integers(0, 1000), st.floats(0.05, 5.0))
+def test_similarities_are_nonnegative_and_one_at_zero_distance(seed, bw):
+    rng = np.random.default_rng(seed)
+    P = rng.normal(size=(6, 3))
+    for sim in (GaussianSimilarity(bw), LaplacianSimilarity(bw), InverseDistanceSimilarity(bw)):
+        S = sim(P, P)
+        assert (S >= 0).all() and (S <= 1 + 1e-12).all()
+        assert np.allclose(np.diag(S), 1.0)
+
+
+def test_frequency_equals_duplication():
+    a = Memory.from_cases([Case([0.0, 1.0], 1, 3.0, frequency=3), Case([1.0, 0.0], 0, 1.0)])
+    b = Memory.from_cases(
+        [Case([0.0, 1.0], 1, 3.0)] * 3 + [Case([1.0, 0.0], 0, 1.0)], n_actions=2
+    )
+    q = np.array([[0.2, 0.4], [1.0, 1.0]])
+    assert np.allclose(cbdt.support(q, a), cbdt.support(q, b))
+
+
+def test_errors():
+    mem = Memory(np.zeros((3, 2)), np.ones((3, 2)))
+    with pytest.raises(InputError, match="non-negative"):
+        cbdt.support([[0.0, 0.0]], mem, lambda P, Q: -np.ones((len(P), len(Q))))
+    with pytest.raises(InputError, match="dimension 3"):
+        cbdt.support([[0.0, 0.0, 1.0]], mem)
+    with pytest.raises(InputError, match="frequencies n\\(c, M\\) must be >= 0"):
+        Memory(np.zeros((2, 1)), np.ones((2, 1)), [1.0, -1.0])
+    with pytest.raises(InputError, match="bandwidth must be > 0"):
+        GaussianSimilarity(0.0)
+    with pytest.raises(InputError, match="n_actions = 2"):
+        Memory.from_cases([Case([0.0], 3, 1.0)], n_actions=2)
