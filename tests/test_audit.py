@@ -26,8 +26,8 @@ def test_entropy_and_gini_bounds(seed, A, k):
     assert (H >= -1e-12).all() and (H <= np.log(A) + 1e-12).all()
     D = cbdt.gini_disagreement(psi, acts, A, k=k)
     assert (D >= -1e-12).all() and (D <= 1 - 1 / A + 1e-12).all()
-    O = cbdt.risk_score(psi, acts, A, gamma=0.5, k=k)
-    assert np.allclose(O, H + 0.5 * D)
+    risk = cbdt.risk_score(psi, acts, A, gamma=0.5, k=k)
+    assert np.allclose(risk, H + 0.5 * D)
 
 
 def test_hand_computed_signals():

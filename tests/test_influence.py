@@ -104,10 +104,10 @@ def test_isotropic_ridge_breaks_invariance_for_non_orthogonal_B(rng):
 def test_isotropic_ridge_keeps_invariance_for_orthogonal_B(seed):
     H = 6
     Phi, R, Q = well_posed(seed, 60, H)
-    O = linalg.qr(np.random.default_rng(seed).normal(size=(H, H)))[0]
+    orth = linalg.qr(np.random.default_rng(seed).normal(size=(H, H)))[0]
     lam = 2.5
     a0 = CaseInfluence(ridge=lam).fit(Phi, R).coefficients(Q)
-    aO = CaseInfluence(ridge=lam).fit(Phi @ O.T, R).coefficients(Q @ O.T)
+    aO = CaseInfluence(ridge=lam).fit(Phi @ orth.T, R).coefficients(Q @ orth.T)
     assert np.allclose(aO, a0, rtol=1e-9, atol=1e-12)
 
 
@@ -162,7 +162,7 @@ def test_memmap_and_chunking_give_the_same_answer(tmp_path):
 
 
 def test_lstsq_gives_minimum_norm_on_rank_deficient_phi(rng):
-    n, H = 60, 6
+    n = 60
     base = rng.normal(size=(n, 4))
     Phi = np.hstack([base, base[:, :2] @ rng.normal(size=(2, 2))])  # rank 4 of 6
     R = rng.normal(size=(n, 3))
