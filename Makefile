@@ -15,7 +15,6 @@ BOOK_STAMP := $(VENV)/.installed-book
 TEST_STAMP := $(VENV)/.installed-test
 JB := $(BIN)/jupyter-book
 export PYTHONHASHSEED := 0
-export MPLBACKEND := Agg
 
 .PHONY: book test unit nbval book-strict browser lint lab bench vendor clean help
 

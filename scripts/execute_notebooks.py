@@ -45,7 +45,6 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("notebooks", nargs="+", type=pathlib.Path)
     ap.add_argument("--timeout", type=int, default=600, help="seconds per cell")
     args = ap.parse_args(argv)
-    os.environ.setdefault("MPLBACKEND", "Agg")
     os.environ.setdefault("PYTHONHASHSEED", "0")
     for p in args.notebooks:
         dt = execute(p, args.timeout)

@@ -2,13 +2,9 @@
 
 from __future__ import annotations
 
-import os
-
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, settings
-
-os.environ.setdefault("MPLBACKEND", "Agg")
 
 settings.register_profile(
     "cbdt",
