@@ -14,7 +14,16 @@ from .audit import (
     influence_entropy,
     risk_score,
 )
-from .decision import Case, GaussianSimilarity, Memory, decide, support
+from .decision import (
+    Case,
+    GaussianSimilarity,
+    InverseDistanceSimilarity,
+    LaplacianSimilarity,
+    Memory,
+    case_contributions,
+    decide,
+    support,
+)
 from .exceptions import CBDTError, InputError, NotFittedError, RankDeficientError
 from .geometry import cotransformed_metric, reparameterize, zca_whitening
 from .influence import CaseInfluence, TopCases
@@ -30,6 +39,9 @@ __all__ = [
     "Case",
     "Memory",
     "GaussianSimilarity",
+    "LaplacianSimilarity",
+    "InverseDistanceSimilarity",
+    "case_contributions",
     "support",
     "decide",
     "case_optimal_actions",

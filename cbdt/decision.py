@@ -34,6 +34,7 @@ __all__ = [
     "LaplacianSimilarity",
     "InverseDistanceSimilarity",
     "support",
+    "case_contributions",
     "decide",
 ]
 
@@ -271,6 +272,24 @@ def support(
     S = _similarity_matrix(P, memory, similarity)
     U = S @ (memory.frequencies[:, None] * memory.supports)
     return U[0] if single else U
+
+
+def case_contributions(
+    p: Any, memory: Memory, similarity: Similarity | Callable | None = None
+) -> np.ndarray:
+    """Per-case terms :math:`n(c, M)\\, s(p, p_c)\\, u(r_c, a)` of the CBDT support (eq. 1).
+
+    Summing over the cases gives :func:`support`, so these terms say which cases carry an
+    action's support and by how much.
+
+    Returns
+    -------
+    ndarray of shape (m, N, |A|), or (N, |A|) for one problem
+    """
+    P, single = _check_problems(p, memory)
+    S = _similarity_matrix(P, memory, similarity)
+    C = (S * memory.frequencies)[:, :, None] * memory.supports[None]
+    return C[0] if single else C
 
 
 def decide(

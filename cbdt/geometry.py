@@ -89,7 +89,7 @@ def zca_whitening(Phi: Any) -> tuple[np.ndarray, np.ndarray]:
         cond = float((s[0] / s[-1]) ** 2) if s[-1] > 0 else float("inf")
         raise RankDeficientError(
             f"ZCA whitening needs a full-rank Gram matrix, but Phi has rank {rank} of {H} "
-            f"(condition number of G: {cond:.3e}). Drop constant or duplicated units, or "
+            "(G is singular to working precision). Drop constant or duplicated units, or "
             "whiten only the column space of Phi.",
             rank=rank,
             dim=H,

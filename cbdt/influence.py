@@ -406,8 +406,9 @@ class CaseInfluence:
                 f"{reg} is too ill-conditioned for an exact solve (condition number "
                 f"{cond:.3e} > max_condition = {self.max_condition:.0e}; rank {rank} of {Hp})."
             )
+        cond_txt = f"{cond:.3e}" if rank == Hp else "infinite (singular to working precision)"
         return (
-            f"{head} Condition number of {reg}: {cond:.3e}. Proposition 1 needs full column "
+            f"{head} Condition number of {reg}: {cond_txt}. Proposition 1 needs full column "
             "rank. Either regularise with CaseInfluence(ridge=lam) for some lam > 0 (eq. 11), "
             "or use CaseInfluence(solver='lstsq') for the minimum-norm coefficients, or remove "
             "constant/duplicated representation units."
