@@ -1,0 +1,678 @@
+"""Training-data attribution baselines on the last layer, beside the exact coefficient (Sec. 5.3).
+
+Every method explains the score :math:`Q(x, a)` of a network whose last hidden layer is the
+frozen representation :math:`\\varphi(x)\\in\\mathbb R^H` and whose head is linear with a
+bias. Write :math:`\\tilde\\varphi = (\\varphi, 1)` for the representation with the constant
+coordinate (Sec. 2.2), :math:`\\tilde\\Phi` (n, H+1) for the training matrix, ``n`` cases,
+:math:`|A|` actions and the per-case training loss of the network (:class:`cbdt.models.CaseNetwork`)
+
+.. math:: \\ell_i(\\theta) = \\frac1{|A|}\\sum_{a} (Q_\\theta(x_i, a) - r_i(a))^2,
+          \\qquad \\mathcal L(\\theta) = \\frac1n \\sum_i \\ell_i(\\theta).
+
+Each class has a ``fit`` that caches everything that does not depend on the query, and a
+batched ``scores(phi, action)`` that returns, for ``m`` queries, an ``(m, n)`` array of
+**per-case contributions to** :math:`Q(x, a)`: the sign convention of every method is that
+a positive value *raises* the score (the direction of :math:`\\psi_i = \\alpha_i r_i(a)`,
+eq. 15). As implemented:
+
+===================== ===================================================================
+method                contribution of training case ``i`` to :math:`Q(x, a)`
+===================== ===================================================================
+Exact coefficient     :math:`\\alpha_i(x)\\, r_i(a)`, :math:`\\alpha(x) = \\tilde\\Phi
+                      \\tilde G^{-1}\\tilde\\varphi(x)` (eq. 9-10; eq. 11 with a ridge)
+Influence Functions   :math:`-\\nabla_\\theta Q(x,a)^\\top (\\nabla^2_\\theta\\mathcal L +
+                      \\delta I)^{-1}\\nabla_\\theta \\ell_i = \\tilde\\varphi(x)^\\top
+                      (\\tfrac{2}{n|A|}\\tilde G + \\delta I)^{-1}\\tilde\\varphi_i\\,
+                      \\tfrac{2}{|A|}(r_i(a) - Q(x_i, a))`
+Representer Point     :math:`\\alpha^{rep}_{i,a}\\, (\\varphi_i^\\top\\varphi(x) + 1)`,
+                      :math:`\\alpha^{rep}_{i,a} = -\\frac{1}{2\\lambda n}
+                      \\frac{\\partial \\ell_i}{\\partial Q^\\lambda(x_i, a)} =
+                      \\frac{r_i(a) - Q^\\lambda(x_i, a)}{\\lambda n |A|}`
+TracIn                :math:`\\sum_t \\eta_t\\, \\nabla_\\theta Q_t(x, a)^\\top
+                      (-\\nabla_\\theta \\ell_i(\\theta_t)) = \\sum_t \\eta_t
+                      \\tfrac{2}{|A|}(r_i(a) - Q_t(x_i, a))(\\varphi_t(x_i)^\\top
+                      \\varphi_t(x) + 1)`
+Inner product         :math:`\\frac1n \\varphi(x)^\\top\\varphi_i\\; r_i(a)` (eq. 14)
+===================== ===================================================================
+
+:math:`\\theta` is always the head :math:`(W, b)` alone (last-layer variants, as in
+Yeh et al. 2018 and the last-layer TracIn of Pruthi et al. 2020). The gradients are those
+of a squared loss, :math:`\\nabla_{w_a, b_a}\\ell_i = \\tfrac{2}{|A|}(Q(x_i,a) -
+r_i(a))\\tilde\\varphi_i` and :math:`\\nabla_{w_a, b_a} Q(x, a) = \\tilde\\varphi(x)`, and only
+the block of action ``a`` is non-zero. Three facts worth knowing (tested in
+``tests/test_baselines.py``):
+
+* The head Hessian is block diagonal, :math:`\\nabla^2_\\theta\\mathcal L = I_{|A|}\\otimes
+  \\tfrac{2}{n|A|}\\tilde G`, so without damping the influence function is
+  :math:`n\\,\\alpha_i(x)\\,(r_i(a) - Q(x_i, a))`: the exact coefficient times the *residual*
+  of case ``i``. At a converged head the residuals are the return noise, which is why IF can
+  rank cases very differently from :math:`\\alpha_i r_i(a)`; with ``residuals="returns"``
+  (the loss gradient at a zero head) IF *equals* :math:`n\\,\\alpha_i(x) r_i(a)`.
+* The Representer decomposition is exact for the L2-regularised head it fits:
+  :math:`\\sum_i \\alpha^{rep}_{i,a} k_i(x) = Q^\\lambda(x, a)`. With
+  ``residuals="returns"`` it is :math:`1/(\\lambda|A|)` times the inner-product baseline
+  with the constant coordinate.
+* With a whitened representation (:math:`G = nI_H`, eq. 13) the inner product *is* the exact
+  coefficient (eq. 14).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
+
+import numpy as np
+from scipy import linalg
+
+from ._validation import (
+    as_float_matrix,
+    as_query,
+    check_action,
+    check_finite,
+    check_nonnegative_scalar,
+)
+from .exceptions import InputError, NotFittedError
+from .influence import CaseInfluence
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .models import CaseNetwork
+
+__all__ = [
+    "ExactCoefficient",
+    "InfluenceFunction",
+    "RepresenterPoint",
+    "TracIn",
+    "InnerProduct",
+    "HeadCheckpoint",
+    "METHODS",
+    "fit_methods",
+    "query_features",
+    "method_scores",
+]
+
+#: Display names, in the order of the paper's Table 1.
+METHODS: tuple[str, ...] = (
+    "Ours (alpha)",
+    "Representer Point",
+    "TracIn",
+    "Influence Functions",
+    "Inner product",
+)
+
+_Residuals = Literal["trained", "returns"]
+
+
+def _augment(P: np.ndarray) -> np.ndarray:
+    return np.hstack([P, np.ones((P.shape[0], 1))])
+
+
+def _check_train(Phi: Any, R: Any) -> tuple[np.ndarray, np.ndarray]:
+    Phi = as_float_matrix("Phi", Phi)
+    R = as_float_matrix("R", R, allow_1d=True)
+    if R.ndim == 1:
+        R = R[:, None]
+    if R.shape[0] != Phi.shape[0]:
+        raise InputError(
+            f"Phi has {Phi.shape[0]} rows (training cases) but R has {R.shape[0]}; row i of "
+            "both must belong to training case i."
+        )
+    return np.ascontiguousarray(Phi), np.ascontiguousarray(R)
+
+
+def _check_residuals(value: Any) -> str:
+    if value not in ("trained", "returns"):
+        raise InputError(f"residuals must be 'trained' or 'returns', got {value!r}.")
+    return value
+
+
+def _psd_solve_matrix(A: np.ndarray, B: np.ndarray) -> np.ndarray:
+    """``A^+ B`` for a symmetric PSD ``A``: Cholesky when well conditioned, else pseudo-inverse."""
+    w, U = linalg.eigh(A)
+    tol = max(w[-1], 0.0) * A.shape[0] * np.finfo(float).eps
+    if w[0] > tol and w[-1] / w[0] < 1e12:
+        return linalg.cho_solve(linalg.cho_factor(A, lower=True), B)
+    keep = w > tol
+    Uk = U[:, keep]
+    return Uk @ ((Uk.T @ B) / w[keep][:, None])
+
+
+class _Attribution:
+    """Common query plumbing: validation, 1-D queries, per-query actions."""
+
+    name: str = ""
+
+    def _check_fitted(self) -> None:
+        if not hasattr(self, "n_cases_"):
+            raise NotFittedError(
+                f"This {type(self).__name__} is not fitted yet. Call .fit(...) before .scores(...)."
+            )
+
+    def _query(self, phi: Any) -> tuple[np.ndarray, bool]:
+        self._check_fitted()
+        return as_query("phi", phi, self.n_features_)
+
+    def _per_action(
+        self, Q: np.ndarray, action: Any, kernel: np.ndarray, weights: np.ndarray
+    ) -> np.ndarray:
+        """``kernel[j] * weights[:, a_j]`` for every query j (kernel (m, n), weights (n, |A|))."""
+        acts = check_action(action, self.n_actions_, Q.shape[0])
+        if np.all(acts == acts[0]):
+            kernel *= weights[:, acts[0]]
+            return kernel
+        kernel *= weights[:, acts].T
+        return kernel
+
+    def scores(self, phi: Any, action: Any) -> np.ndarray:  # pragma: no cover - abstract
+        """Per-case contributions to :math:`Q(x, a)`, shape (m, n) ((n,) for a 1-D query)."""
+        raise NotImplementedError
+
+
+class ExactCoefficient(_Attribution):
+    """The exact OLS coefficient as an attribution method (eq. 9-11, 15).
+
+    Contribution :math:`\\psi_i(a, x) = \\alpha_i(x) r_i(a)` with
+    :math:`\\alpha(x) = \\tilde\\Phi(\\tilde G + \\lambda M)^{-1}\\tilde\\varphi(x)` from
+    :meth:`cbdt.influence.CaseInfluence.coefficients`; the contributions sum exactly to the
+    probe score (Proposition 1).
+
+    Parameters
+    ----------
+    ridge : float, default=0.0
+        Probe ridge (eq. 11); 0 is Proposition 1.
+    intercept : bool, default=True
+        The network head has a bias, so the probe absorbs a constant coordinate (Sec. 2.2).
+    solver : {"auto", "cholesky", "lstsq"}, default="auto"
+        See :class:`~cbdt.influence.CaseInfluence`.
+    precompute : bool, default=True
+        Cache the *dual matrix* :math:`D = \\tilde\\Phi(\\tilde G + \\lambda M)^{-1}` (n, H+1),
+        obtained from ``CaseInfluence.coefficients`` on the basis vectors (the coefficient is
+        affine in :math:`\\varphi`). A query then costs one (n, H) matrix-vector product, the
+        same as the inner-product baseline. ``False`` calls ``coefficients`` per query
+        (one triangular solve more per query).
+
+    Attributes
+    ----------
+    influence_ : CaseInfluence
+    """
+
+    name = "Ours (alpha)"
+
+    def __init__(
+        self,
+        ridge: float = 0.0,
+        intercept: bool = True,
+        solver: Literal["auto", "cholesky", "lstsq"] = "auto",
+        precompute: bool = True,
+    ) -> None:
+        self.ridge = ridge
+        self.intercept = intercept
+        self.solver = solver
+        self.precompute = precompute
+
+    def fit(self, Phi: Any, R: Any) -> ExactCoefficient:
+        """Fit the OLS (ridge) probe on training representations and returns."""
+        Phi, R = _check_train(Phi, R)
+        ci = CaseInfluence(ridge=self.ridge, intercept=self.intercept, solver=self.solver)
+        ci.fit(Phi, R)
+        self.influence_ = ci
+        self.returns_ = ci.returns_
+        self.n_features_ = ci.n_features_
+        self.n_actions_ = ci.n_actions_
+        if self.precompute:
+            H = ci.n_features_
+            c0 = ci.coefficients(np.zeros(H))
+            self._dual = np.ascontiguousarray(ci.coefficients(np.eye(H)) - c0)  # (H, n)
+            self._offset = c0
+        else:
+            self._dual = None
+        self.n_cases_ = ci.n_cases_
+        return self
+
+    def coefficients(self, phi: Any) -> np.ndarray:
+        """:math:`\\alpha(x)`, shape (m, n) ((n,) for a 1-D query)."""
+        Q, single = self._query(phi)
+        if self._dual is None:
+            A = self.influence_.coefficients(Q)
+        else:
+            A = Q @ self._dual
+            A += self._offset
+        return A[0] if single else A
+
+    def scores(self, phi: Any, action: Any) -> np.ndarray:
+        """:math:`\\psi_i(a, x) = \\alpha_i(x) r_i(a)` (eq. 15), shape (m, n)."""
+        Q, single = self._query(phi)
+        if self._dual is None:
+            out = self.influence_.contributions(Q, action)
+        else:
+            A = Q @ self._dual
+            A += self._offset
+            out = self._per_action(Q, action, A, self.returns_)
+        return out[0] if single else out
+
+
+class InfluenceFunction(_Attribution):
+    """Influence Functions (Koh & Liang 2017) on the head parameters, exact Hessian.
+
+    The effect on :math:`Q(x, a)` of up-weighting training case ``i`` by :math:`\\epsilon`
+    in :math:`\\mathcal L`, to first order,
+
+    .. math:: \\mathcal I_i(x, a) = -\\nabla_\\theta Q(x, a)^\\top (\\mathbf H + \\delta I)^{-1}
+              \\nabla_\\theta \\ell_i(\\hat\\theta), \\qquad \\mathbf H =
+              \\nabla^2_\\theta \\mathcal L = I_{|A|} \\otimes \\tfrac{2}{n|A|}\\tilde G,
+
+    over :math:`\\theta = (W, b)` (all :math:`|A|(H+1)` head parameters). The head loss is a
+    convex quadratic, so :math:`\\mathbf H` is exact and constant; it is positive definite
+    when :math:`\\tilde\\Phi` has full column rank. Hence the default ``damping=0``:
+    Koh & Liang's damping exists to make a non-convex Hessian invertible, which is not
+    needed here. When :math:`\\tilde G` is singular (e.g. dead ReLU units) the Moore-Penrose
+    pseudo-inverse (the :math:`\\delta \\to 0` limit on its range) is used.
+
+    Parameters
+    ----------
+    damping : float, default=0.0
+        :math:`\\delta \\ge 0` added to the diagonal of :math:`\\mathbf H` (the Hessian of the
+        *mean* loss).
+    residuals : {"trained", "returns"}, default="trained"
+        ``"trained"``: :math:`\\nabla\\ell_i` at the trained head :math:`\\hat\\theta` (the
+        method as defined), residual :math:`r_i(a) - Q(x_i, a)`. ``"returns"``: at
+        :math:`\\theta = 0`, residual :math:`r_i(a)` (a sensitivity variant; then
+        :math:`\\mathcal I_i = n\\alpha_i(x) r_i(a)` for ``damping=0``).
+
+    Attributes
+    ----------
+    hessian_block_ : ndarray of shape (H+1, H+1)
+        :math:`\\tfrac{2}{n|A|}\\tilde G + \\delta I`, one diagonal block of the head Hessian.
+    residuals_ : ndarray of shape (n, |A|)
+        The residuals used, :math:`r_i(a) - Q(x_i, a)` (or :math:`r_i(a)`).
+    """
+
+    name = "Influence Functions"
+
+    def __init__(self, damping: float = 0.0, residuals: _Residuals = "trained") -> None:
+        self.damping = damping
+        self.residuals = residuals
+
+    def fit(self, Phi: Any, R: Any, weight: Any = None, bias: Any = None) -> InfluenceFunction:
+        """Cache :math:`\\tilde\\Phi\\mathbf H_a^{-1}` and the loss-gradient residuals.
+
+        Parameters
+        ----------
+        Phi : array-like of shape (n, H)
+        R : array-like of shape (n, |A|)
+        weight, bias : array-like of shape (|A|, H) and (|A|,), optional
+            The trained head :math:`\\hat\\theta` (e.g. ``CaseNetwork.head_weight_``,
+            ``head_bias_``). Default: the OLS head on ``Phi`` (a converged head).
+        """
+        damping = check_nonnegative_scalar("damping", self.damping)
+        residuals = _check_residuals(self.residuals)
+        Phi, R = _check_train(Phi, R)
+        n, H = Phi.shape
+        A = R.shape[1]
+        Pt = _augment(Phi)
+        if weight is None and bias is None:
+            theta = np.linalg.lstsq(Pt, R, rcond=None)[0]  # (H+1, |A|)
+        elif weight is None or bias is None:
+            raise InputError("pass both weight and bias of the trained head, or neither.")
+        else:
+            W = as_float_matrix("weight", weight)
+            b = as_float_matrix("bias", bias, ndim=1)
+            if W.shape != (A, H) or b.shape != (A,):
+                raise InputError(
+                    f"the head must have weight of shape (|A|, H) = ({A}, {H}) and bias of "
+                    f"shape ({A},), got {W.shape} and {b.shape}."
+                )
+            theta = np.vstack([W.T, b[None, :]])
+        Hb = (2.0 / (n * A)) * (Pt.T @ Pt) + damping * np.eye(H + 1)
+        Hb = 0.5 * (Hb + Hb.T)
+        fitted = Pt @ theta
+        res = R - fitted if residuals == "trained" else R.copy()
+        self.head_ = theta
+        self.hessian_block_ = Hb
+        self.residuals_ = res
+        # contribution = phi~(x)^T Hb^{-1} phi~_i * (2/|A|) res_ia ; cache (H+1, n)
+        self._K = np.ascontiguousarray(_psd_solve_matrix(Hb, Pt.T))
+        self._c = (2.0 / A) * res
+        self.n_cases_, self.n_features_, self.n_actions_ = n, H, A
+        return self
+
+    def hessian(self) -> np.ndarray:
+        """The full head Hessian :math:`I_{|A|}\\otimes` ``hessian_block_``, parameters ordered
+        action by action as :math:`(w_1, b_1, w_2, b_2, \\dots)`."""
+        self._check_fitted()
+        return np.kron(np.eye(self.n_actions_), self.hessian_block_)
+
+    def scores(self, phi: Any, action: Any) -> np.ndarray:
+        """:math:`\\mathcal I_i(x, a)` for every training case, shape (m, n)."""
+        Q, single = self._query(phi)
+        k = _augment(Q) @ self._K
+        out = self._per_action(Q, action, k, self._c)
+        return out[0] if single else out
+
+
+class RepresenterPoint(_Attribution):
+    """Representer Point Selection (Yeh et al. 2018) for the L2-regularised head.
+
+    Fits the head :math:`\\Theta^\\lambda = \\arg\\min_\\Theta \\frac1n\\sum_i \\ell_i(\\Theta)
+    + \\lambda\\lVert\\Theta\\rVert_F^2` on the frozen representation with the constant
+    coordinate (the bias is penalised like every weight, so the representer theorem holds
+    exactly with the kernel :math:`k(x_i, x) = \\tilde\\varphi_i^\\top\\tilde\\varphi(x) =
+    \\varphi_i^\\top\\varphi(x) + 1`). Its stationarity condition gives
+
+    .. math:: Q^\\lambda(x, a) = \\sum_i \\alpha^{rep}_{i,a}\\, k(x_i, x), \\qquad
+              \\alpha^{rep}_{i,a} = -\\frac{1}{2\\lambda n}\\frac{\\partial \\ell_i}
+              {\\partial Q^\\lambda(x_i, a)} = \\frac{r_i(a) - Q^\\lambda(x_i, a)}{\\lambda n|A|},
+
+    and the contribution of case ``i`` is :math:`\\alpha^{rep}_{i,a} k(x_i, x)`.
+
+    :math:`\\lambda`: Yeh et al. choose it small enough that the regularised head keeps the
+    network's predictions. Here :math:`\\lambda n|A| = c\\cdot\\mathrm{tr}(\\tilde G)/(H+1)`
+    with ``relative_lam`` :math:`c = 10^{-3}` (a thousandth of the mean Gram eigenvalue),
+    unless ``lam`` is given.
+
+    Parameters
+    ----------
+    lam : float, optional
+        :math:`\\lambda > 0` of the mean-loss objective above.
+    relative_lam : float, default=1e-3
+        Used when ``lam`` is None.
+    residuals : {"trained", "returns"}, default="trained"
+        ``"trained"``: :math:`\\alpha^{rep}` from the regularised head's residuals (the
+        method). ``"returns"``: :math:`\\alpha^{rep}_{i,a} = r_i(a)/(\\lambda n|A|)`
+        (sensitivity variant; proportional to the inner product with the constant coordinate).
+
+    Attributes
+    ----------
+    lam_ : float
+    weight_ : ndarray of shape (H+1, |A|)
+        :math:`\\Theta^\\lambda` (last row: bias).
+    representer_values_ : ndarray of shape (n, |A|)
+        :math:`\\alpha^{rep}_{i,a}`.
+    """
+
+    name = "Representer Point"
+
+    def __init__(
+        self,
+        lam: float | None = None,
+        relative_lam: float = 1e-3,
+        residuals: _Residuals = "trained",
+    ) -> None:
+        self.lam = lam
+        self.relative_lam = relative_lam
+        self.residuals = residuals
+
+    def fit(self, Phi: Any, R: Any) -> RepresenterPoint:
+        """Fit the regularised head and cache the representer values."""
+        residuals = _check_residuals(self.residuals)
+        Phi, R = _check_train(Phi, R)
+        n, H = Phi.shape
+        A = R.shape[1]
+        Pt = _augment(Phi)
+        G = Pt.T @ Pt
+        if self.lam is None:
+            c = check_nonnegative_scalar("relative_lam", self.relative_lam)
+            if c == 0:
+                raise InputError("relative_lam must be > 0 (the representer theorem needs it).")
+            lam = c * np.trace(G) / (H + 1) / (n * A)
+        else:
+            lam = check_nonnegative_scalar("lam", self.lam)
+            if lam == 0:
+                raise InputError("lam must be > 0 (the representer theorem needs it).")
+        rho = lam * n * A
+        theta = linalg.cho_solve(linalg.cho_factor(G + rho * np.eye(H + 1)), Pt.T @ R)
+        res = R - Pt @ theta if residuals == "trained" else R.copy()
+        self.lam_ = float(lam)
+        self.weight_ = theta
+        self.representer_values_ = res / rho
+        self._PtT = np.ascontiguousarray(Pt.T)  # (H+1, n)
+        self.n_cases_, self.n_features_, self.n_actions_ = n, H, A
+        return self
+
+    def head_scores(self, phi: Any) -> np.ndarray:
+        """Scores :math:`Q^\\lambda(x, a)` of the regularised head, shape (m, |A|)."""
+        Q, single = self._query(phi)
+        S = _augment(Q) @ self.weight_
+        return S[0] if single else S
+
+    def scores(self, phi: Any, action: Any) -> np.ndarray:
+        """:math:`\\alpha^{rep}_{i,a}k(x_i, x)` for every training case, shape (m, n)."""
+        Q, single = self._query(phi)
+        k = _augment(Q) @ self._PtT
+        out = self._per_action(Q, action, k, self.representer_values_)
+        return out[0] if single else out
+
+
+@dataclass(frozen=True)
+class HeadCheckpoint:
+    """What last-layer TracIn needs from one training checkpoint :math:`t`.
+
+    Attributes
+    ----------
+    features : ndarray of shape (n, H)
+        :math:`\\varphi_t(x_i)` of the training cases at this checkpoint.
+    weight : ndarray of shape (|A|, H)
+        Head weights :math:`W_t`.
+    bias : ndarray of shape (|A|,)
+        Head bias :math:`b_t`.
+    lr : float
+        Learning rate :math:`\\eta_t`.
+    """
+
+    features: np.ndarray
+    weight: np.ndarray
+    bias: np.ndarray
+    lr: float
+
+
+class TracIn(_Attribution):
+    """TracIn-CP (Pruthi et al. 2020) restricted to the head parameters.
+
+    .. math:: \\mathrm{TracIn}_i(x, a) = \\sum_t \\eta_t\\, \\nabla_\\theta Q_t(x, a)^\\top
+              \\big(-\\nabla_\\theta \\ell_i(\\theta_t)\\big) = \\sum_t \\eta_t
+              \\tfrac{2}{|A|}\\big(r_i(a) - Q_t(x_i, a)\\big)\\big(\\varphi_t(x_i)^\\top
+              \\varphi_t(x) + 1\\big),
+
+    the first-order change of :math:`Q(x, a)` produced by the gradient steps on case ``i``
+    (the test "loss" is the score itself, and the sign is flipped from Pruthi et al.'s
+    loss-loss form so that a positive value raises the score). The representation
+    :math:`\\varphi_t` of *that* checkpoint is used for both the training case and the query,
+    so queries need :math:`\\varphi_t(x)` at every checkpoint: ``scores`` takes an array of
+    shape (T, m, H) (:meth:`cbdt.models.CaseNetwork.represent_checkpoints`). With Adam the
+    :math:`\\eta_t` are the nominal learning rates, as in Pruthi et al.; the constant
+    :math:`1/n` of a full-batch step is dropped (it changes no ranking or correlation).
+
+    Attributes
+    ----------
+    n_checkpoints_ : int
+    residuals_ : ndarray of shape (T, n, |A|)
+        :math:`r_i(a) - Q_t(x_i, a)`.
+    """
+
+    name = "TracIn"
+
+    def fit(self, checkpoints: Sequence[HeadCheckpoint], R: Any) -> TracIn:
+        """Cache :math:`\\tilde\\varphi_t(x_i)` and :math:`\\eta_t\\tfrac{2}{|A|}(r_i(a) - Q_t(x_i, a))`."""
+        if not isinstance(checkpoints, Sequence) or len(checkpoints) == 0:
+            raise InputError("checkpoints must be a non-empty sequence of HeadCheckpoint.")
+        R = as_float_matrix("R", R, allow_1d=True)
+        if R.ndim == 1:
+            R = R[:, None]
+        n, A = R.shape
+        feats, coefs, res_all = [], [], []
+        H = None
+        for t, ck in enumerate(checkpoints):
+            if not isinstance(ck, HeadCheckpoint):
+                raise InputError(f"checkpoints[{t}] is not a HeadCheckpoint.")
+            P = as_float_matrix(f"checkpoints[{t}].features", ck.features)
+            W = as_float_matrix(f"checkpoints[{t}].weight", ck.weight)
+            b = as_float_matrix(f"checkpoints[{t}].bias", ck.bias, ndim=1)
+            H = P.shape[1] if H is None else H
+            if P.shape != (n, H) or W.shape != (A, H) or b.shape != (A,):
+                raise InputError(
+                    f"checkpoint {t}: features {P.shape}, weight {W.shape} and bias {b.shape} "
+                    f"do not match n = {n}, H = {H}, |A| = {A}."
+                )
+            lr = check_nonnegative_scalar(f"checkpoints[{t}].lr", ck.lr)
+            res = R - (P @ W.T + b)
+            feats.append(_augment(P).T)  # (H+1, n)
+            coefs.append(lr * (2.0 / A) * res)
+            res_all.append(res)
+        self._F = np.ascontiguousarray(np.stack(feats))  # (T, H+1, n)
+        self._C = np.ascontiguousarray(np.stack(coefs))  # (T, n, A)
+        self.residuals_ = np.stack(res_all)
+        self.n_checkpoints_ = len(checkpoints)
+        self.n_cases_, self.n_features_, self.n_actions_ = n, int(H), A
+        return self
+
+    @classmethod
+    def from_network(cls, network: CaseNetwork, X_train: Any, R_train: Any) -> TracIn:
+        """Build the checkpoints from :attr:`cbdt.models.CaseNetwork.checkpoints_` and fit."""
+        cks = [
+            HeadCheckpoint(
+                network.represent(X_train, checkpoint=t), c.head_weight, c.head_bias, c.lr
+            )
+            for t, c in enumerate(network.checkpoints_)
+        ]
+        return cls().fit(cks, R_train)
+
+    def scores(self, phi: Any, action: Any) -> np.ndarray:
+        """TracIn contributions, shape (m, n).
+
+        Parameters
+        ----------
+        phi : array-like of shape (T, m, H) or (T, H)
+            Query representations at every checkpoint.
+        action : int or array of int of shape (m,)
+        """
+        self._check_fitted()
+        P = np.asarray(phi)
+        if P.dtype.kind not in "biuf":
+            raise InputError(f"phi must be a real array, got dtype {P.dtype}.")
+        single = P.ndim == 2
+        if single:
+            P = P[:, None, :]
+        T = self.n_checkpoints_
+        if P.ndim != 3 or P.shape[0] != T or P.shape[2] != self.n_features_:
+            raise InputError(
+                f"TracIn queries need phi_t(x) at all T = {T} checkpoints: shape (T, m, H) = "
+                f"({T}, m, {self.n_features_}) or (T, H); got {P.shape}. Use "
+                "CaseNetwork.represent_checkpoints(X)."
+            )
+        P = np.asarray(P, dtype=np.float64)
+        check_finite("phi", P)
+        m = P.shape[1]
+        acts = check_action(action, self.n_actions_, m)
+        Pt = np.concatenate([P, np.ones((T, m, 1))], axis=2)  # (T, m, H+1)
+        K = np.matmul(Pt, self._F)  # (T, m, n)
+        if np.all(acts == acts[0]):
+            out = np.einsum("tmn,tn->mn", K, self._C[:, :, acts[0]])
+        else:
+            out = np.einsum("tmn,tnm->mn", K, self._C[:, :, acts])
+        return out[0] if single else out
+
+
+class InnerProduct(_Attribution):
+    """Inner-product baseline, the sufficient similarity regime of Sec. 3.3 (eq. 14).
+
+    Weight :math:`w_i(x) = \\varphi(x)^\\top\\varphi_i / n` (no constant coordinate: this is
+    eq. 14 literally), contribution :math:`w_i(x) r_i(a)`. It equals the exact coefficient
+    when :math:`G = nI_H` (eq. 13), e.g. after ZCA whitening
+    (:func:`cbdt.geometry.zca_whitening`) of a centred representation without intercept.
+    """
+
+    name = "Inner product"
+
+    def fit(self, Phi: Any, R: Any) -> InnerProduct:
+        """Cache :math:`\\Phi^\\top / n` and the returns."""
+        Phi, R = _check_train(Phi, R)
+        n, H = Phi.shape
+        self._PT = np.ascontiguousarray(Phi.T / n)
+        self.returns_ = R
+        self.n_cases_, self.n_features_, self.n_actions_ = n, H, R.shape[1]
+        return self
+
+    def weights(self, phi: Any) -> np.ndarray:
+        """:math:`\\varphi(x)^\\top\\varphi_i / n`, shape (m, n)."""
+        Q, single = self._query(phi)
+        W = Q @ self._PT
+        return W[0] if single else W
+
+    def scores(self, phi: Any, action: Any) -> np.ndarray:
+        """:math:`\\varphi(x)^\\top\\varphi_i\\, r_i(a) / n`, shape (m, n)."""
+        Q, single = self._query(phi)
+        out = self._per_action(Q, action, Q @ self._PT, self.returns_)
+        return out[0] if single else out
+
+
+# ---------------------------------------------------------------------- network helpers
+def fit_methods(
+    network: CaseNetwork,
+    X_train: Any,
+    R_train: Any,
+    *,
+    probe_ridge: float = 0.0,
+    probe_solver: Literal["auto", "cholesky", "lstsq"] = "auto",
+    residuals: _Residuals = "trained",
+    damping: float = 0.0,
+    relative_lam: float = 1e-3,
+) -> dict[str, _Attribution]:
+    """Fit all five methods of Table 1 on a trained network's last layer.
+
+    Parameters
+    ----------
+    network : CaseNetwork
+        Fitted network (its head is the IF's :math:`\\hat\\theta`, its checkpoints TracIn's).
+    X_train, R_train : array-like
+        The network's training problems and returns.
+    probe_ridge, probe_solver
+        For :class:`ExactCoefficient`.
+    residuals
+        For :class:`InfluenceFunction` and :class:`RepresenterPoint`.
+    damping, relative_lam
+        For :class:`InfluenceFunction` and :class:`RepresenterPoint`.
+
+    Returns
+    -------
+    dict
+        Method name (:data:`METHODS`) to fitted method, in Table 1 order.
+    """
+    Phi = network.represent(X_train)
+    R = as_float_matrix("R_train", R_train, allow_1d=True)
+    methods: dict[str, _Attribution] = {
+        ExactCoefficient.name: ExactCoefficient(ridge=probe_ridge, solver=probe_solver).fit(Phi, R),
+        RepresenterPoint.name: RepresenterPoint(relative_lam=relative_lam, residuals=residuals).fit(
+            Phi, R
+        ),
+        TracIn.name: TracIn.from_network(network, X_train, R),
+        InfluenceFunction.name: InfluenceFunction(damping=damping, residuals=residuals).fit(
+            Phi, R, weight=network.head_weight_, bias=network.head_bias_
+        ),
+        InnerProduct.name: InnerProduct().fit(Phi, R),
+    }
+    return methods
+
+
+def query_features(method: _Attribution, network: CaseNetwork, X: Any) -> np.ndarray:
+    """The query representation a method needs: :math:`\\varphi(x)` (m, H), or for TracIn
+    :math:`\\varphi_t(x)` at every checkpoint (T, m, H)."""
+    if isinstance(method, TracIn):
+        return network.represent_checkpoints(X)
+    return network.represent(X)
+
+
+def method_scores(
+    methods: dict[str, _Attribution], network: CaseNetwork, X: Any, action: Any
+) -> dict[str, np.ndarray]:
+    """Contributions of every method for queries ``X`` (raw inputs), each (m, n)."""
+    phi = network.represent(X)
+    phi_t = None
+    out = {}
+    for name, meth in methods.items():
+        if isinstance(meth, TracIn):
+            if phi_t is None:
+                phi_t = network.represent_checkpoints(X)
+            out[name] = meth.scores(phi_t, action)
+        else:
+            out[name] = meth.scores(phi, action)
+    return out
