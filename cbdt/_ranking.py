@@ -10,15 +10,16 @@ __all__ = ["top_k_indices"]
 def top_k_indices(values: np.ndarray, k: int) -> np.ndarray:
     """Indices of the ``k`` largest entries of each row, in descending order of value.
 
-    Ties are broken by the lower column index, also at the k-th place, so the result is a
-    deterministic function of ``values`` (equal to ``np.argsort(-values, kind="stable")[:, :k]``).
+    Ties are broken by the lower column index, also at the k-th place: the result equals
+    ``np.argsort(-values, axis=1, kind="stable")[:, :k]``.
 
     Notes
     -----
-    A strided subsample of each row gives a threshold ``t`` (its k-th largest value): at least
-    k entries of the full row are ``>= t``, so the top k are among them. Only these candidates
-    (about ``k * stride`` per row) are sorted. The cost is one comparison pass over the
-    ``(m, n)`` array plus a small sort, instead of a selection over every row.
+    Each row is cut into blocks of about ``sqrt(n / k)`` entries. The k blocks with the largest
+    maxima contain the k largest entries (an entry outside them is at most the k-th largest
+    block maximum, which is at most the k-th largest entry), so only ``k`` blocks are sorted.
+    Rows where a tie with the k-th value could hide in another block are sorted in full. The
+    cost is one pass over the ``(m, n)`` array (block maxima) plus small sorts.
 
     Parameters
     ----------
@@ -33,18 +34,20 @@ def top_k_indices(values: np.ndarray, k: int) -> np.ndarray:
         Column indices.
     """
     m, n = values.shape
-    stride = int(min(n // k, np.sqrt(n / k)))
-    if stride < 4:  # small rows: a full stable sort is cheap
+    b = int(np.sqrt(n / k))
+    if b < 8 or 2 * k * b > n:  # small rows: a full stable sort is cheap
         return np.argsort(-values, axis=1, kind="stable")[:, :k]
-    sub = values[:, ::stride]
-    threshold = np.partition(sub, sub.shape[1] - k, axis=1)[:, sub.shape[1] - k]
-    rows, cols = np.nonzero(values >= threshold[:, None])  # row-major: grouped by row
-    vals = values[rows, cols]
-    # by row, then value descending, then index: two stable sorts (rows is already grouped and
-    # cols ascending within a row, so stability carries the index order through)
-    order = np.argsort(-vals, kind="stable")
-    order = order[np.argsort(rows[order], kind="stable")]
-    counts = np.bincount(rows, minlength=m)
-    starts = np.concatenate(([0], np.cumsum(counts)[:-1]))
-    pick = order[(starts[:, None] + np.arange(k)).ravel()]
-    return cols[pick].reshape(m, k)
+    starts = np.arange(0, n, b)
+    bmax = np.maximum.reduceat(values, starts, axis=1)  # (m, n_blocks)
+    blocks = np.sort(np.argpartition(bmax, bmax.shape[1] - k, axis=1)[:, -k:], axis=1)
+    cols = (blocks[:, :, None] * b + np.arange(b)).reshape(m, k * b)  # ascending per row
+    valid = cols < n
+    cand = np.where(valid, np.take_along_axis(values, np.minimum(cols, n - 1), axis=1), -np.inf)
+    order = np.argsort(-cand, axis=1, kind="stable")[:, :k]  # ties: lower column first
+    out = np.take_along_axis(cols, order, axis=1)
+    # a block outside the chosen ones may reach the k-th value only through an exact tie
+    kth = np.take_along_axis(cand, order[:, -1:], axis=1)
+    tied = np.flatnonzero((bmax >= kth).sum(axis=1) > k)
+    if tied.size:
+        out[tied] = np.argsort(-values[tied], axis=1, kind="stable")[:, :k]
+    return out
