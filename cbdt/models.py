@@ -298,7 +298,7 @@ class CaseNetwork:
             raise InputError(
                 f"X has {A.shape[1]} features but the network was fitted on {self.n_features_in_}."
             )
-        return torch.as_tensor(A, dtype=torch.float32), single
+        return torch.from_numpy(np.array(A, dtype=np.float32)), single
 
     # ------------------------------------------------------------------ fitting
     def fit(self, X: Any, R: Any) -> CaseNetwork:
@@ -335,8 +335,8 @@ class CaseNetwork:
         scale = np.where(scale > 0, scale, 1.0)
         module = _MLP(Xa.shape[1], hidden, Ra.shape[1], self.activation, mean, scale)
         opt = torch.optim.Adam(module.parameters(), lr=lr, weight_decay=wd)
-        Xt = torch.as_tensor(Xa, dtype=torch.float32)
-        Rt = torch.as_tensor(Ra, dtype=torch.float32)
+        Xt = torch.from_numpy(np.array(Xa, dtype=np.float32))
+        Rt = torch.from_numpy(np.array(Ra, dtype=np.float32))
         gen = torch.Generator().manual_seed(int(self.seed))
         ck_epochs = {int(round(epochs * (k + 1) / n_ck)) for k in range(n_ck)}
         checkpoints: list[Checkpoint] = []
