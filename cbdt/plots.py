@@ -831,6 +831,886 @@ def plot_risk_vs_margin(signals, wrong=None, ax=None):
 
 # --- chapter 05/06: synthetic recovery and attribution baselines ---
 
+_CH0506_METHOD_COLORS = {
+    "Ours (alpha)": "C0",
+    "Representer Point": "C1",
+    "TracIn": "C2",
+    "Influence Functions": "C3",
+    "Inner product": "C4",
+}
+_CH0506_GT_COLOR = "0.45"
+
+
+def _ch0506_listed_cmap(n_actions):
+    from matplotlib.colors import ListedColormap
+
+    return ListedColormap([f"C{b}" for b in range(n_actions)])
+
+
+def _ch0506_ax(ax, figsize):
+    if ax is None:
+        fig, ax = plt.subplots(figsize=figsize)
+        return fig, ax
+    return ax.figure, ax
+
+
+def plot_decision_regions(regions, kind="cbdt", ax=None, memory=True, boundaries=None,
+                          title=None):
+    """Decision regions of the synthetic task on a grid (Fig. 1a-b).
+
+    Parameters
+    ----------
+    regions : cbdt.experiments.synthetic.DecisionRegions
+        Output of :func:`cbdt.experiments.synthetic.decision_regions`.
+    kind : {"cbdt", "network", "readout"}, default="cbdt"
+        Which decision to shade: the CBDT-optimal action :math:`a^*(x)` (eq. 2), the trained
+        network's :math:`\\arg\\max_a Q_{nn}(x, a)` or the OLS readout's
+        :math:`\\arg\\max_a \\hat Q(x, a)`.
+    ax : matplotlib Axes, optional
+    memory : bool, default=True
+        Draw the 20 generating memory cases (marker colour: the action the case took; marker
+        size: its result :math:`r_c`).
+    boundaries : {"cbdt", "network", "readout"}, optional
+        Overlay the boundaries of another decision as black lines.
+    title : str, optional
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+    """
+    import numpy as np
+
+    kinds = {"cbdt": "CBDT decision $a^*(x)$", "network": "network decision",
+             "readout": "OLS readout decision"}
+    if kind not in kinds or (boundaries is not None and boundaries not in kinds):
+        raise ValueError(f"kind and boundaries must be one of {sorted(kinds)}, got "
+                         f"{kind!r}, {boundaries!r}.")
+    fig, ax = _ch0506_ax(ax, (4.2, 4.0))
+    n_actions = regions.support.shape[-1]
+    cmap = _ch0506_listed_cmap(n_actions)
+    Z = getattr(regions, kind)
+    ax.pcolormesh(regions.xs, regions.ys, Z, cmap=cmap, vmin=-0.5, vmax=n_actions - 0.5,
+                  alpha=0.35, shading="auto")
+    if boundaries is not None:
+        ax.contour(regions.xs, regions.ys, getattr(regions, boundaries),
+                   levels=np.arange(n_actions) + 0.5, colors="k", linewidths=0.9)
+    if memory:
+        mem = regions.run.data.memory
+        acts = np.argmax(mem.supports, axis=1)
+        res = np.max(mem.supports, axis=1)
+        ax.scatter(mem.problems[:, 0], mem.problems[:, 1], c=[f"C{a}" for a in acts],
+                   s=40 * res, edgecolor="k", linewidth=0.8, zorder=3)
+    ax.set_xlim(regions.xs[0], regions.xs[-1])
+    ax.set_ylim(regions.ys[0], regions.ys[-1])
+    ax.set_aspect("equal")
+    ax.set_xlabel("$x_1$")
+    ax.set_ylabel("$x_2$")
+    ax.set_title(kinds[kind] if title is None else title, fontsize=10)
+    return fig
+
+
+def plot_support_reconstruction(recon, score="probe_score", ax=None):
+    """True CBDT support against the reconstructed score, one dot per test query and action
+    (Fig. 1c).
+
+    Parameters
+    ----------
+    recon : pandas.DataFrame
+        Output of :func:`cbdt.experiments.synthetic.support_reconstruction` (columns
+        ``action``, ``true_support`` and ``score``).
+    score : {"probe_score", "network_score"}, default="probe_score"
+    ax : matplotlib Axes, optional
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+    """
+    import numpy as np
+
+    from .metrics import pearson
+
+    fig, ax = _ch0506_ax(ax, (4.2, 4.0))
+    for a, g in recon.groupby("action", sort=True):
+        r = pearson(g["true_support"], g[score])
+        ax.scatter(g["true_support"], g[score], s=7, alpha=0.6, color=f"C{a}",
+                   label=f"$a_{a}$: r = {r:.3f}")
+    lo = float(np.min(recon[["true_support", score]].to_numpy()))
+    hi = float(np.max(recon[["true_support", score]].to_numpy()))
+    ax.plot([lo, hi], [lo, hi], color="k", lw=0.8)
+    ax.set_xlabel("true support $U(a \\mid M, x)$")
+    ax.set_ylabel("readout $\\hat Q(x, a)$" if score == "probe_score"
+                  else "network $Q_{nn}(x, a)$")
+    ax.set_title("support reconstruction (test set)", fontsize=10)
+    ax.legend(fontsize=8, loc="upper left")
+    return fig
+
+
+def plot_synthetic_recovery(regions, recon):
+    """Fig. 1: CBDT regions, network regions (CBDT boundaries overlaid), support scatter.
+
+    Parameters
+    ----------
+    regions : cbdt.experiments.synthetic.DecisionRegions
+    recon : pandas.DataFrame
+        :func:`cbdt.experiments.synthetic.support_reconstruction` of the same seed.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+    """
+    fig, axes = plt.subplots(1, 3, figsize=(13.0, 4.2))
+    plot_decision_regions(regions, "cbdt", ax=axes[0], title="(a) CBDT decision $a^*(x)$")
+    plot_decision_regions(regions, "network", ax=axes[1], boundaries="cbdt",
+                          title="(b) network decision; black: CBDT boundaries")
+    plot_support_reconstruction(recon, ax=axes[2])
+    axes[2].set_title("(c) support reconstruction, OLS readout", fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+def plot_attribution_comparison(summary, paper=True):
+    """Fig. 2 / Fig. C4: Top-30 consistency and Pearson per method, mean and 95% CI.
+
+    Parameters
+    ----------
+    summary : pandas.DataFrame
+        Output of :func:`cbdt.experiments.synthetic.summarize_comparison` (index: method;
+        columns ``top30_mean``, ``top30_ci``, ``pearson_mean``, ``pearson_ci`` and, with
+        ``paper=True``, ``paper_top30``, ``paper_pearson``). A ground-truth row (a method
+        not in the paper) is drawn in grey as the reference.
+    paper : bool, default=True
+        Mark the paper's Table 1 values with black diamonds.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+    """
+    import numpy as np
+
+    topcol = next(c[:-5] for c in summary.columns if c.startswith("top") and c.endswith("_mean"))
+    names = list(summary.index)
+    y = np.arange(len(names))[::-1]
+    colors = [_CH0506_METHOD_COLORS.get(m, _CH0506_GT_COLOR) for m in names]
+    fig, axes = plt.subplots(1, 2, figsize=(11.0, 0.45 * len(names) + 1.6), sharey=True)
+    panels = [(topcol, f"(b) Top-{topcol[3:]} action consistency"),
+              ("pearson", "(a) Pearson $r$ with ground-truth contributions")]
+    for ax, (col, title) in zip(axes, panels[::-1], strict=True):
+        ax.barh(y, summary[f"{col}_mean"], xerr=summary[f"{col}_ci"], color=colors,
+                alpha=0.8, capsize=3, height=0.6, label="this book (5 seeds, 95% CI)")
+        pcol = f"paper_{col}"
+        if paper and pcol in summary:
+            ok = summary[pcol].notna().to_numpy()
+            ax.scatter(summary[pcol].to_numpy()[ok], y[ok], marker="D", color="k", s=28,
+                       zorder=3, label="paper, Table 1")
+        ax.axvline(0, color="k", lw=0.6)
+        ax.set_title(title, fontsize=10)
+        ax.grid(axis="x", alpha=0.3)
+    axes[0].set_xlim(min(0.0, float(summary["pearson_mean"].min()) - 0.05), 1.05)
+    axes[1].set_xlim(0, 1.05)
+    axes[0].set_yticks(y, names)
+    handles, labels = axes[1].get_legend_handles_labels()
+    fig.legend(handles, labels, fontsize=8, loc="lower center", ncol=2, frameon=False)
+    fig.tight_layout(rect=(0, 0.07, 1, 1))
+    return fig
+
+
+def plot_weight_profiles(distance, weights, ax=None, max_abs=True):
+    """Per-case weights of one query against the distance of the case in the problem space.
+
+    Parameters
+    ----------
+    distance : array-like of shape (n,)
+        :math:`\\lVert x - x_i\\rVert` of every training case.
+    weights : dict of str to array-like of shape (n,)
+        E.g. ``{"alpha": ..., "inner product": ..., "true similarity": ...}``; one panel each.
+    ax : sequence of Axes, optional
+        One per entry of ``weights``.
+    max_abs : bool, default=True
+        Divide each weight vector by its largest absolute value (the panels share a scale).
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+    """
+    import numpy as np
+
+    d = np.asarray(distance, dtype=float)
+    if ax is None:
+        fig, axes = plt.subplots(1, len(weights), figsize=(3.6 * len(weights), 3.4),
+                                 sharey=max_abs)
+        axes = np.atleast_1d(axes)
+    else:
+        axes = np.atleast_1d(ax)
+        fig = axes[0].figure
+    for a, (name, w) in zip(axes, weights.items(), strict=True):
+        w = np.asarray(w, dtype=float)
+        if max_abs:
+            w = w / np.max(np.abs(w))
+        neg = w < 0
+        a.scatter(d[~neg], w[~neg], s=6, color="C0", alpha=0.6, label=f"$\\geq 0$ ({(~neg).sum()})")
+        a.scatter(d[neg], w[neg], s=6, color="C3", alpha=0.6, label=f"$< 0$ ({neg.sum()})")
+        a.axhline(0, color="k", lw=0.6)
+        a.set_title(name, fontsize=10)
+        a.set_xlabel("distance $\\|x - x_i\\|$")
+        a.legend(fontsize=8, loc="upper right")
+    axes[0].set_ylabel("weight / max |weight|" if max_abs else "weight")
+    fig.tight_layout()
+    return fig
+
+
+def _ch0506_query_methods(df):
+    fixed = {"x1", "x2", "case_action", "ground_truth"}
+    return [c for c in df.columns if c not in fixed and not c.startswith("top_")]
+
+
+def query_attribution_summary(df, k=30):
+    """Per-method numbers for one query of the attribution explorer.
+
+    Parameters
+    ----------
+    df : pandas.DataFrame
+        Output of :func:`cbdt.experiments.synthetic.query_attributions` (one row per
+        training case, one column of contributions per method, ``ground_truth``, and
+        ``attrs`` with the query's ``action`` and ``cbdt_action``).
+    k : int, default=30
+
+    Returns
+    -------
+    pandas.DataFrame
+        Index: ``ground_truth`` and the methods. Columns: ``top{k}`` (share of the ``k``
+        cases with the largest absolute contribution whose case-optimal action equals the
+        CBDT-optimal action of the query, :func:`cbdt.metrics.topk_action_consistency`),
+        ``negative_in_top{k}`` (how many of them have a negative contribution) and
+        ``pearson`` (correlation over all training cases with the ground-truth contribution
+        of the explained action, :func:`cbdt.metrics.pearson`).
+    """
+    import numpy as np
+    import pandas as pd
+
+    from ._ranking import top_k_indices
+    from .metrics import pearson, topk_action_consistency
+
+    acts = df["case_action"].to_numpy()
+    target = int(df.attrs["cbdt_action"])
+    gt = df["ground_truth"].to_numpy()
+    rows = []
+    for name in ["ground_truth", *_ch0506_query_methods(df)]:
+        c = df[name].to_numpy()
+        top = top_k_indices(np.abs(c)[None, :], k)[0]
+        rows.append({
+            "method": name,
+            f"top{k}": topk_action_consistency(c, acts, target, k),
+            f"negative_in_top{k}": int(np.sum(c[top] < 0)),
+            "pearson": pearson(c, gt),
+        })
+    return pd.DataFrame(rows).set_index("method")
+
+
+def plot_query_attributions(df, k=30, methods=None, regions=None, ncols=3):
+    """Each method's top-k training cases for one query on the 2-D problem plane.
+
+    One panel per method (and one for the ground truth :math:`s(x, x_i) r_i(a)`): all
+    training cases as small grey dots; the ``k`` cases with the largest absolute
+    contribution coloured by their case-optimal action, filled when the contribution is
+    positive and hollow when it is negative, with area proportional to the absolute
+    contribution; the query as a black star.
+
+    Parameters
+    ----------
+    df : pandas.DataFrame
+        Output of :func:`cbdt.experiments.synthetic.query_attributions`.
+    k : int, default=30
+    methods : sequence of str, optional
+        Default: the ground truth and every method column of ``df``.
+    regions : cbdt.experiments.synthetic.DecisionRegions, optional
+        Shade the CBDT decision regions in the background.
+    ncols : int, default=3
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+    """
+    import numpy as np
+
+    from ._ranking import top_k_indices
+
+    names = ["ground_truth", *_ch0506_query_methods(df)] if methods is None else list(methods)
+    summary = query_attribution_summary(df, k)
+    nrows = int(np.ceil(len(names) / ncols))
+    fig, axes = plt.subplots(nrows, ncols, figsize=(3.9 * ncols, 3.9 * nrows), squeeze=False)
+    X = df[["x1", "x2"]].to_numpy()
+    acts = df["case_action"].to_numpy()
+    xq = df.attrs["x"]
+    n_actions = int(max(acts.max(), df.attrs["cbdt_action"])) + 1
+    for ax, name in zip(axes.ravel(), names, strict=False):
+        if regions is not None:
+            ax.pcolormesh(regions.xs, regions.ys, regions.cbdt, cmap=_ch0506_listed_cmap(n_actions),
+                          vmin=-0.5, vmax=n_actions - 0.5, alpha=0.15, shading="auto")
+        ax.scatter(X[:, 0], X[:, 1], s=3, color="0.7")
+        c = df[name].to_numpy()
+        top = top_k_indices(np.abs(c)[None, :], k)[0]
+        size = 10 + 110 * np.abs(c[top]) / max(np.max(np.abs(c[top])), 1e-300)
+        pos = c[top] >= 0
+        cols = np.array([f"C{a}" for a in acts[top]])
+        ax.scatter(X[top[pos], 0], X[top[pos], 1], s=size[pos], c=cols[pos], edgecolor="k",
+                   linewidth=0.5, zorder=3)
+        ax.scatter(X[top[~pos], 0], X[top[~pos], 1], s=size[~pos], facecolor="none",
+                   edgecolor=cols[~pos], linewidth=1.5, zorder=3)
+        ax.scatter([xq[0]], [xq[1]], marker="*", s=220, color="k", edgecolor="w", zorder=4)
+        s = summary.loc[name]
+        label = "ground truth $s(x, x_i)\\,r_i(a)$" if name == "ground_truth" else name
+        ax.set_title(f"{label}\nTop-{k} share {s[f'top{k}']:.2f}, "
+                     f"{int(s[f'negative_in_top{k}'])} negative, r = {s['pearson']:.2f}",
+                     fontsize=9)
+        ax.set_aspect("equal")
+        ax.set_xticks([])
+        ax.set_yticks([])
+    for ax in axes.ravel()[len(names):]:
+        ax.set_axis_off()
+    a = df.attrs["action"]
+    fig.suptitle(f"query {df.attrs['query']} at ({xq[0]:.2f}, {xq[1]:.2f}): contributions to "
+                 f"$Q(x, a_{a})$, CBDT-optimal $a^* = a_{df.attrs['cbdt_action']}$; "
+                 f"filled: raises the score, hollow: lowers it", fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
 # --- chapter 07: PJM audit ---
 
+
+_PJM_NAMES = ("conservative", "moderate", "aggressive")
+
+
+def plot_pjm_problem(problem):
+    """The bidding problem (ch. 07): load and split, the market model, the strategies' returns.
+
+    Parameters
+    ----------
+    problem : cbdt.datasets.pjm_bidding.BiddingProblem
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        (a) PJME load of the decision hours with the chronological split; (b) synthetic price
+        against load, the expected price :math:`P_0 e^{\\gamma z}` and the offer prices
+        :math:`b_0, b_1, b_2`; (c) the return of each strategy as a function of the price.
+    """
+    import numpy as np
+
+    h = problem.hours
+    m = problem.market
+    fig, axes = plt.subplots(1, 3, figsize=(13.5, 3.6))
+    ax = axes[0]
+    daily = h["load_mw"].resample("D").agg(["mean", "min", "max"]) / 1e3
+    ax.fill_between(daily.index, daily["min"], daily["max"], color="0.75", lw=0,
+                    label="daily min-max")
+    ax.plot(daily.index, daily["mean"], lw=0.8, color="k", label="daily mean")
+    split = problem.times_test[0]
+    ax.axvspan(split, h.index[-1], color="C1", alpha=0.12, label="test hours")
+    ax.set_ylabel("PJME load (GW)")
+    ax.set_title("(a) real load, chronological split")
+    ax.legend(fontsize=7, loc="upper left")
+    ax.tick_params(axis="x", labelrotation=30, labelsize=7)
+
+    ax = axes[1]
+    rng = np.random.default_rng(0)
+    sub = rng.choice(len(h), size=min(4000, len(h)), replace=False)
+    ax.scatter(h["load_mw"].to_numpy()[sub] / 1e3, h["price"].to_numpy()[sub], s=2,
+               color="0.5", alpha=0.4, rasterized=True, label="hours (sample)")
+    grid = np.linspace(h["load_mw"].min(), h["load_mw"].max(), 200)
+    z = (grid - problem.load_mean) / problem.load_sd
+    ax.plot(grid / 1e3, m.base_price * np.exp(m.load_slope * z), color="k",
+            label="$E[p \\mid L] = P_0 e^{\\gamma z}$")
+    for k, b in enumerate(problem.offer_prices):
+        ax.axhline(b, color=f"C{k}", lw=1, ls="--", label=f"$b_{k}$ = {b:.1f} ({_PJM_NAMES[k]})")
+    ax.set_yscale("log")
+    ax.set_xlabel("load $L_t$ (GW)")
+    ax.set_ylabel("price $p_t$ (\\$/MWh, log scale)")
+    ax.set_title("(b) synthetic market, convex in load")
+    ax.legend(fontsize=7, loc="upper left")
+
+    ax = axes[2]
+    from .datasets.pjm_bidding import strategy_returns
+
+    ps = np.linspace(0, float(np.quantile(h["price"], 0.99)), 400)
+    r = strategy_returns(ps, problem.cost, problem.offer_prices, m)
+    for k in range(3):
+        ax.plot(ps, r[:, k], color=f"C{k}", label=_PJM_NAMES[k])
+    for b in problem.offer_prices[1:]:
+        ax.axvline(b, color="0.5", lw=0.8, ls=":")
+    ax.axhline(0, color="k", lw=0.6)
+    ax.set_xlabel("price $p_t$ (\\$/MWh)")
+    ax.set_ylabel("return $r_t(a)$ (\\$10k)")
+    ax.set_title("(c) strategies: break-evens at $b_1, b_2$")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    return fig
+
+
+def plot_pjm_agreement(profile, transition_loads=None):
+    """Fig. 3a: where network and CBDT disagree, against the CBDT margin and the load.
+
+    Parameters
+    ----------
+    profile : pandas.DataFrame
+        :func:`cbdt.experiments.pjm.disagreement_profile` of one run.
+    transition_loads : array-like, optional
+        Loads (MW) where the expected price crosses :math:`b_1, b_2`
+        (:func:`cbdt.experiments.pjm.transition_loads`), drawn as vertical lines.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+    """
+    import numpy as np
+
+    agree = profile["agree"].to_numpy()
+    load = profile["prev_load_mw"].to_numpy() / 1e3
+    margin = profile["cbdt_margin"].to_numpy()
+    floor = max(float(margin[margin > 0].min()), 1e-6) if (margin > 0).any() else 1e-6
+    margin = np.maximum(margin, floor)
+    fig, axes = plt.subplots(1, 2, figsize=(11.5, 3.9), gridspec_kw={"width_ratios": [1.6, 1]})
+    ax = axes[0]
+    ax.scatter(load[agree], margin[agree], s=3, color="0.65", alpha=0.5, rasterized=True,
+               label=f"agree ({agree.sum()})")
+    ax.scatter(load[~agree], margin[~agree], s=9, color="C3",
+               label=f"disagree ({(~agree).sum()})")
+    if transition_loads is not None:
+        for k, L in enumerate(np.atleast_1d(transition_loads)):
+            ax.axvline(L / 1e3, color="k", ls="--", lw=0.9,
+                       label="expected price = $b_1$, $b_2$" if k == 0 else None)
+    ax.set_yscale("log")
+    ax.set_xlabel("latest observed load $L_{t-1}$ (GW)")
+    ax.set_ylabel("CBDT margin (\\$10k, log scale)")
+    ax.set_title("(a) disagreements vs load and decision margin")
+    ax.legend(fontsize=7, loc="lower right")
+    ax = axes[1]
+    bins = np.logspace(np.log10(margin.min()), np.log10(margin.max()), 40)
+    for sel, color, label in ((agree, "0.6", "agree"), (~agree, "C3", "disagree")):
+        if sel.any():
+            ax.hist(margin[sel], bins=bins, color=color, alpha=0.7,
+                    weights=np.full(sel.sum(), 1.0 / sel.sum()), label=label)
+    ax.set_xscale("log")
+    ax.set_xlabel("CBDT margin (\\$10k, log scale)")
+    ax.set_ylabel("share of the group's hours")
+    ax.set_title("(b) margin distribution")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def plot_pjm_support_alignment(probe_scores, cbdt_average, rho=None, max_points=2000):
+    """Fig. 3b: case-weighted support :math:`\\sum_i\\alpha_i r_i(a)` against CBDT support.
+
+    Parameters
+    ----------
+    probe_scores, cbdt_average : ndarray of shape (m, 3)
+        Probe scores (= case-weighted support) and normalised CBDT support of the test hours.
+    rho : array-like of shape (3,), optional
+        :math:`\\rho_{support}` per action, shown in the titles.
+    max_points : int, default 2000
+        Points drawn per panel (an evenly spaced subset).
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+    """
+    import numpy as np
+
+    P = np.asarray(probe_scores)
+    U = np.asarray(cbdt_average)
+    idx = np.linspace(0, P.shape[0] - 1, min(max_points, P.shape[0])).astype(int)
+    fig, axes = plt.subplots(1, 3, figsize=(12, 3.7))
+    for a, ax in enumerate(axes):
+        ax.scatter(U[idx, a], P[idx, a], s=3, color=f"C{a}", alpha=0.5, rasterized=True)
+        lo = min(U[:, a].min(), P[:, a].min())
+        hi = max(U[:, a].max(), P[:, a].max())
+        ax.plot([lo, hi], [lo, hi], color="k", lw=0.8, ls="--", label="y = x")
+        title = _PJM_NAMES[a]
+        if rho is not None:
+            title += f": $\\rho_{{support}}$ = {float(rho[a]):.4f}"
+        ax.set_title(title, fontsize=10)
+        ax.set_xlabel("CBDT avg. support $\\bar U(a \\mid M, x)$")
+        if a == 0:
+            ax.set_ylabel("$\\sum_i \\alpha_i(x) r_i(a)$ (probe)")
+        ax.legend(fontsize=7, loc="upper left")
+    fig.tight_layout()
+    return fig
+
+
+def plot_signed_geometry(cases):
+    """Fig. 5a-b: distances and coefficients of the top-5 positive vs negative cases.
+
+    Parameters
+    ----------
+    cases : pandas.DataFrame
+        ``SignedGeometry.cases`` (one or several seeds stacked).
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+    """
+    import numpy as np
+
+    pos = cases[cases["group"] == "positive"]
+    neg = cases[cases["group"] == "negative"]
+    fig, axes = plt.subplots(1, 2, figsize=(10.5, 3.6))
+    ax = axes[0]
+    d = cases["distance"].to_numpy()
+    bins = np.linspace(0, float(d.max()) * 1.02, 40)
+    ax.hist(pos["distance"], bins=bins, color="C2", alpha=0.7,
+            label=f"top-5 positive $\\alpha$ (mean {pos['distance'].mean():.3g})")
+    ax.hist(neg["distance"], bins=bins, color="C3", alpha=0.7,
+            label=f"top-5 negative $\\alpha$ (mean {neg['distance'].mean():.3g})")
+    ax.set_xlabel("standardised representation distance $d(x, x_i)$")
+    ax.set_ylabel("cases")
+    ax.set_title("(a) distance distribution")
+    ax.legend(fontsize=8)
+    ax = axes[1]
+    a = cases["alpha"].to_numpy()
+    bins = np.linspace(float(a.min()), float(a.max()), 40)
+    ax.hist(pos["alpha"], bins=bins, color="C2", alpha=0.7, label="top-5 positive")
+    ax.hist(neg["alpha"], bins=bins, color="C3", alpha=0.7, label="top-5 negative")
+    ax.axvline(0, color="k", lw=0.8)
+    ax.set_xlabel("coefficient $\\alpha_i(x)$")
+    ax.set_ylabel("cases")
+    ax.set_title("(b) coefficient distribution")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def plot_alpha_distance(alpha, distance, cases=None):
+    """Fig. C1: coefficient against standardised distance, all cases of the audited queries.
+
+    Parameters
+    ----------
+    alpha, distance : ndarray of shape (q, n)
+        ``SignedGeometry.alpha`` and ``SignedGeometry.distance``.
+    cases : pandas.DataFrame, optional
+        ``SignedGeometry.cases``: the top-5 positive/negative cases are overlaid.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+    """
+    import numpy as np
+    from matplotlib.colors import LogNorm
+
+    fig, ax = plt.subplots(figsize=(7.5, 4.2))
+    hb = ax.hexbin(np.ravel(distance), np.ravel(alpha), gridsize=70, norm=LogNorm(),
+                   cmap="Greys", mincnt=1, linewidths=0)
+    fig.colorbar(hb, ax=ax, label="(query, case) pairs")
+    if cases is not None:
+        pos = cases[cases["group"] == "positive"]
+        neg = cases[cases["group"] == "negative"]
+        ax.scatter(pos["distance"], pos["alpha"], s=10, color="C2", label="top-5 positive")
+        ax.scatter(neg["distance"], neg["alpha"], s=10, color="C3", label="top-5 negative")
+        ax.legend(fontsize=8)
+    ax.axhline(0, color="k", lw=0.6)
+    ax.set_xlabel("standardised representation distance $d(x, x_i)$")
+    ax.set_ylabel("$\\alpha_i(x)$")
+    ax.set_title(f"Coefficient vs distance ({alpha.shape[0]} queries x {alpha.shape[1]} cases)")
+    fig.tight_layout()
+    return fig
+
+
+def plot_case_audit(audit, max_background=3000):
+    """Fig. 5: one test hour's ranked cases in a 2-D PCA projection of :math:`\\varphi`.
+
+    Parameters
+    ----------
+    audit : cbdt.experiments.pjm.QueryAudit
+    max_background : int, default 3000
+        Training cases drawn as background (evenly spaced subset).
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        (a) projection: training cases (grey), the query (star), the top positive (circles)
+        and negative (triangles) coefficient cases, filled when their case-optimal action
+        equals the selected action; (b) the same, zoomed on the query; (c) network score,
+        probe score and normalised CBDT support of each action.
+    """
+    import numpy as np
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
+
+    xy = audit.xy_train
+    idx = np.linspace(0, xy.shape[0] - 1, min(max_background, xy.shape[0])).astype(int)
+    cases = audit.cases
+    fig, axes = plt.subplots(1, 3, figsize=(14, 4.2), gridspec_kw={"width_ratios": [1, 1, 0.9]})
+
+    def draw(ax):
+        ax.scatter(xy[idx, 0], xy[idx, 1], s=2, color="0.8", rasterized=True)
+        for g, marker, color in (("positive", "o", "C2"), ("negative", "^", "C3")):
+            sel = (cases["group"] == g).to_numpy()
+            for (x, y), match in zip(audit.xy_cases[sel], cases["match"].to_numpy()[sel],
+                                     strict=True):
+                ax.scatter(x, y, s=60, marker=marker, edgecolor=color, linewidth=1.5,
+                           facecolor=color if match else "white", zorder=3)
+        ax.scatter(*audit.xy_query, s=220, marker="*", color="k", zorder=4)
+        ax.set_xlabel(f"PC 1 ({100 * audit.explained[0]:.0f} %)")
+        ax.set_ylabel(f"PC 2 ({100 * audit.explained[1]:.0f} %)")
+
+    draw(axes[0])
+    axes[0].set_title(f"(a) test hour {audit.time:%Y-%m-%d %H:%M}: representation (PCA)",
+                      fontsize=10)
+    draw(axes[1])
+    pos = audit.xy_cases[(cases["group"] == "positive").to_numpy()]
+    pts = np.vstack([pos, audit.xy_query[None, :]])
+    span = float(np.ptp(xy[idx], axis=0).max())
+    half = max(float(np.abs(pts - audit.xy_query).max()) * 1.3, 0.02 * span)
+    axes[1].set_xlim(audit.xy_query[0] - half, audit.xy_query[0] + half)
+    axes[1].set_ylim(audit.xy_query[1] - half, audit.xy_query[1] + half)
+    axes[1].set_title("(b) zoom on the query", fontsize=10)
+    handles = [
+        Line2D([], [], marker="*", color="k", ls="", markersize=12, label="query"),
+        Line2D([], [], marker="o", color="C2", ls="", label="top positive $\\alpha$"),
+        Line2D([], [], marker="^", color="C3", ls="", label="top negative $\\alpha$"),
+        Line2D([], [], marker="o", markerfacecolor="white", markeredgecolor="0.3", ls="",
+               label="open: $a_i^*$ differs from selected"),
+    ]
+    axes[0].legend(handles=handles, fontsize=7, loc="lower left")
+
+    ax = axes[2]
+    width = 0.27
+    x = np.arange(3)
+    bars = []
+    for k, (vals, label, hatch) in enumerate(
+        ((audit.network_scores, "network $Q_{nn}$", ""),
+         (audit.probe_scores, "probe $\\sum_i\\alpha_i r_i(a)$", "//"),
+         (audit.cbdt_average, "CBDT $\\bar U$", ".."))
+    ):
+        ax.bar(x + (k - 1) * width, vals, width, color=[f"C{a}" for a in range(3)],
+               hatch=hatch, edgecolor="k", linewidth=0.5)
+        bars.append(Patch(facecolor="white", edgecolor="k", hatch=hatch, label=label))
+    ax.axhline(0, color="k", lw=0.6)
+    ax.set_xticks(x, [n + (" *" if a == audit.selected else "") for a, n in enumerate(_PJM_NAMES)])
+    ax.set_ylabel("score / support (\\$10k)")
+    ax.set_title("(c) scores (* = network's choice)", fontsize=10)
+    ax.legend(handles=bars, fontsize=7)
+    fig.tight_layout()
+    return fig
+
+
 # --- chapter 08: UCI audits ---
+
+
+def _ch08_colors(n):
+    cmap = plt.get_cmap("tab10")
+    return [cmap(a % 10) for a in range(n)]
+
+
+def plot_uci_behaviour(panel, ax=None, title=None):
+    """Network margin against CBDT margin, one dot per test record (Fig. 4a/4c analogue).
+
+    ``panel`` is :func:`cbdt.experiments.uci.figure4_panel` of one run: x is the normalised
+    CBDT margin of the CBDT action (>= 0, in units of return), y the network's score of that
+    action minus its best other score; dots above the dashed line are agreements. Colour:
+    the CBDT action.
+    """
+    import numpy as np
+    from matplotlib.lines import Line2D
+
+    if ax is None:
+        _, ax = plt.subplots(figsize=(4.6, 3.8))
+    labels = list(panel["action_labels"])
+    colors = _ch08_colors(len(labels))
+    x, y, a = (np.asarray(panel[k]) for k in ("cbdt_margin", "network_margin", "cbdt_action"))
+    order = np.random.default_rng(0).permutation(x.size)  # no action hides another
+    ax.scatter(x[order], y[order], s=3, alpha=0.35, c=np.asarray(colors)[a[order]],
+               rasterized=True)
+    ax.axhline(0.0, color="black", ls="--", lw=0.8)
+    ax.set_xlabel("CBDT margin $\\bar U(a^*) - \\max_{b\\neq a^*}\\bar U(b)$")
+    ax.set_ylabel("network: $Q(a^*) - \\max_{b\\neq a^*} Q(b)$")
+    handles = [Line2D([], [], marker="o", ls="", color=colors[k], label=f"CBDT: {lab}")
+               for k, lab in enumerate(labels) if (a == k).any()]
+    ax.legend(handles=handles, fontsize=7, loc="lower right")
+    ax.set_title(title or f"agreement {panel['agreement']:.3f}", fontsize=10)
+    return ax.figure
+
+
+def plot_uci_reconstruction(panel, ax=None, title=None):
+    """OLS-probe scores against network scores on the test inputs (Fig. 4b/4d analogue)."""
+    import numpy as np
+
+    if ax is None:
+        _, ax = plt.subplots(figsize=(4.6, 3.8))
+    labels = list(panel["action_labels"])
+    colors = _ch08_colors(len(labels))
+    from matplotlib.lines import Line2D
+
+    P, N = np.asarray(panel["probe_scores"]), np.asarray(panel["network_scores"])
+    A = P.shape[1]
+    act = np.repeat(np.arange(A)[None, :], P.shape[0], axis=0).ravel()
+    order = np.random.default_rng(0).permutation(act.size)  # interleave the actions
+    ax.scatter(P.ravel()[order], N.ravel()[order], s=3, alpha=0.3,
+               c=np.asarray(colors)[act[order]], rasterized=True)
+    lo, hi = float(min(P.min(), N.min())), float(max(P.max(), N.max()))
+    ax.plot([lo, hi], [lo, hi], color="black", lw=0.8, ls="--")
+    ax.set_xlabel("OLS probe score $\\varphi(x)^\\top \\hat v_a$")
+    ax.set_ylabel("network score $Q_{nn}(x, a)$")
+    handles = [Line2D([], [], marker="o", ls="", color=colors[k],
+                      label=f"{lab}: $\\rho$ = {panel['rho_recon'][k]:.3f}")
+               for k, lab in enumerate(labels)]
+    ax.legend(handles=handles, fontsize=7, loc="upper left")
+    ax.set_title(title or "reconstruction", fontsize=10)
+    return ax.figure
+
+
+def plot_uci_figure4(panels):
+    """The four panels of Fig. 4: behaviour and reconstruction for each data set.
+
+    ``panels`` maps a data-set name to :func:`cbdt.experiments.uci.figure4_panel`.
+    """
+    fig, axes = plt.subplots(1, 2 * len(panels), figsize=(4.2 * 2 * len(panels), 4.0))
+    letters = "abcdefgh"
+    for j, (name, panel) in enumerate(panels.items()):
+        plot_uci_behaviour(panel, axes[2 * j], title=(
+            f"({letters[2 * j]}) {name} behaviour: agreement {panel['agreement']:.3f}"))
+        plot_uci_reconstruction(panel, axes[2 * j + 1],
+                                title=f"({letters[2 * j + 1]}) {name} reconstruction")
+    fig.tight_layout()
+    return fig
+
+
+def plot_uci_vs_paper(rows, ax=None):
+    """Per-seed values, mean and 95% CI, and the paper's value, one line per quantity.
+
+    ``rows`` is a list of ``(label, values_per_seed, paper_mean, paper_ci)``; ``paper_mean``
+    may be None (not reported) and ``paper_ci`` None (no interval).
+    """
+    import numpy as np
+
+    from .metrics import mean_ci
+
+    if ax is None:
+        _, ax = plt.subplots(figsize=(7.5, 0.45 * len(rows) + 1.2))
+    for i, (_label, values, pm, pc) in enumerate(rows):
+        v = np.asarray(values, dtype=float)
+        y = len(rows) - 1 - i
+        ax.scatter(v, np.full(v.size, y + 0.12), s=12, color="C0", alpha=0.6,
+                   label="book, one seed" if i == 0 else None)
+        m, h = mean_ci(v)
+        ax.errorbar(m, y + 0.12, xerr=h, fmt="o", color="C0", ms=6, capsize=3,
+                    label="book, mean $\\pm$ 95% CI" if i == 0 else None)
+        if pm is not None and np.isfinite(pm):
+            ax.errorbar(pm, y - 0.18, xerr=0 if pc is None or not np.isfinite(pc) else pc,
+                        fmt="*", color="C3", ms=10, capsize=3,
+                        label="paper" if not any(
+                            r[2] is not None and np.isfinite(r[2]) for r in rows[:i]) else None)
+    ax.set_yticks(range(len(rows)))
+    ax.set_yticklabels([r[0] for r in rows][::-1], fontsize=8)
+    ax.set_xlabel("value")
+    ax.grid(axis="x", alpha=0.3)
+    ax.legend(fontsize=8, loc="lower left")
+    ax.set_title("Book (5 seeds) beside the paper", fontsize=10)
+    ax.figure.tight_layout()
+    return ax.figure
+
+
+def plot_uci_bandwidth(sensitivities, ax=None, paper=None):
+    """Network-CBDT agreement against the bandwidth multiple (mean and 95% CI over seeds).
+
+    ``sensitivities`` maps a data-set name to the ``sensitivity`` table of
+    :class:`cbdt.experiments.uci.UCIAudit`; ``paper`` optionally maps the same names to the
+    paper's agreement (drawn as a dotted line). Open circles mark how often each multiple was
+    chosen by the validation rule (right axis: number of seeds).
+    """
+    import numpy as np
+
+    from .metrics import mean_ci
+
+    if ax is None:
+        _, ax = plt.subplots(figsize=(6.0, 3.8))
+    for j, (name, df) in enumerate(sensitivities.items()):
+        mults = np.sort(df["multiple"].unique())
+        stats = [mean_ci(df.loc[df["multiple"] == c, "agreement"].to_numpy()) for c in mults]
+        m = np.array([s[0] for s in stats])
+        h = np.array([s[1] for s in stats])
+        ax.errorbar(mults, m, yerr=h, marker="o", capsize=3, color=f"C{j}", label=name)
+        chosen = [int(df.loc[df["multiple"] == c, "chosen"].sum()) for c in mults]
+        for c, mm, k in zip(mults, m, chosen, strict=True):
+            if k:
+                ax.annotate(f"chosen {k}x", (c, mm), textcoords="offset points", xytext=(4, 6),
+                            fontsize=7, color=f"C{j}")
+        if paper and name in paper and paper[name] is not None:
+            ax.axhline(paper[name], color=f"C{j}", ls=":", lw=1, label=f"{name}: paper")
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("bandwidth $h$ / median training distance (1 = median heuristic)")
+    ax.set_ylabel("NN-CBDT agreement")
+    ax.legend(fontsize=8)
+    ax.grid(alpha=0.3)
+    ax.set_title("How the agreement depends on the CBDT bandwidth", fontsize=10)
+    ax.figure.tight_layout()
+    return ax.figure
+
+
+def plot_uci_submemory(sub, paper_mismatch=None):
+    """Gram mismatch and A2 satisfaction per split (mean and 95% CI over seeds).
+
+    ``sub`` is the ``submemory`` table of :class:`cbdt.experiments.uci.UCIAudit` (one row per
+    seed and split). ``paper_mismatch`` optionally maps a split to the paper's value.
+    """
+    import numpy as np
+
+    from .metrics import mean_ci
+
+    splits = list(dict.fromkeys(sub["split"]))
+    x = np.arange(len(splits))
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10.5, 3.8))
+
+    def series(col):
+        st = []
+        for s in splits:
+            v = sub.loc[sub["split"] == s, col].to_numpy(dtype=float)
+            v = v[np.isfinite(v)]
+            st.append(mean_ci(v) if v.size > 1 else (v.mean() if v.size else np.nan, 0.0))
+        return np.array([a for a, _ in st]), np.array([b for _, b in st])
+
+    for k, (col, lab) in enumerate([("gram_mismatch", "whitened (book's definition)"),
+                                    ("gram_mismatch_raw", "raw Frobenius (not invariant)")]):
+        m, h = series(col)
+        ax1.errorbar(x + (k - 0.5) * 0.15, m, yerr=h, fmt="o", capsize=3, color=f"C{k}",
+                     label=lab)
+    if paper_mismatch:
+        for s, v in paper_mismatch.items():
+            if s in splits:
+                ax1.scatter([splits.index(s) + 0.25], [v], marker="*", s=120, color="C3",
+                            label=f"paper ({s}, about {v})", zorder=5)
+    ax1.set_xticks(x)
+    ax1.set_xticklabels(splits)
+    ax1.set_ylim(0, 1)
+    ax1.set_ylabel("Gram mismatch $D$")
+    ax1.legend(fontsize=7)
+    ax1.set_title("Gram mismatch of the two sub-memories", fontsize=10)
+
+    for k, (col, lab) in enumerate([("a2_cbdt", "CBDT supports (eq. 1)"),
+                                    ("a2_ols", "OLS probes per sub-memory")]):
+        m, h = series(col)
+        ax2.errorbar(x + (k - 0.5) * 0.15, m, yerr=h, fmt="o", capsize=3, color=f"C{k + 2}",
+                     label=lab)
+    ax2.set_xticks(x)
+    ax2.set_xticklabels(splits)
+    ax2.set_ylabel("A2 satisfaction")
+    ax2.legend(fontsize=7, loc="lower left")
+    ax2.set_title("Combination axiom A2 under the union", fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+def plot_uci_loss_curves(curves):
+    """Training loss per epoch, one line per seed; ``curves`` maps a name to a list of arrays."""
+    fig, axes = plt.subplots(1, len(curves), figsize=(4.6 * len(curves), 3.2))
+    axes = [axes] if len(curves) == 1 else list(axes)
+    for ax, (name, cs) in zip(axes, curves.items(), strict=True):
+        for s, c in enumerate(cs):
+            ax.plot(range(1, len(c) + 1), c, lw=1, label=f"seed {s}")
+        ax.set_xlabel("epoch")
+        ax.set_ylabel("training MSE")
+        ax.set_title(name, fontsize=10)
+        ax.grid(alpha=0.3)
+    axes[0].legend(fontsize=7)
+    fig.tight_layout()
+    return fig

@@ -151,4 +151,141 @@ def invariance_explorer(Phi, R, queries, seed: int = 0, cond: float = 100.0,
 
 # --- chapter 06: attribution baselines ---
 
+def attribution_explorer(seed: int = 0, query: int = 0, k: int = 30, config=None,
+                         resolution: int = 81):
+    """Pick a test query of the synthetic task; see each method's top-k cases on the plane.
+
+    Shows :func:`cbdt.plots.plot_query_attributions` (the CBDT decision regions in the
+    background) and the table of :func:`cbdt.plots.query_attribution_summary` for the
+    contributions of :func:`cbdt.experiments.synthetic.query_attributions`. The run (data
+    and trained network of ``seed``) comes from the in-process cache of
+    :func:`cbdt.experiments.synthetic.synthetic_run`, so the explorer retrains nothing that
+    the chapter has already trained.
+
+    Parameters
+    ----------
+    seed : int, default=0
+    query : int, default=0
+        Initial test query index.
+    k : int, default=30
+        Initial number of top cases.
+    config : cbdt.experiments.synthetic.SyntheticConfig, optional
+    resolution : int, default=81
+        Grid points per axis of the background decision regions.
+
+    Returns
+    -------
+    ipywidgets.VBox
+        A query slider, an action dropdown (default: the query's CBDT-optimal action), a
+        ``k`` slider and an ``Output``. The attribute ``current`` holds the numbers on
+        display: ``{"query", "action", "k", "table"}``.
+    """
+    import ipywidgets as widgets
+    from IPython.display import HTML, display
+
+    from .experiments import synthetic as syn
+    from .plots import plot_query_attributions, query_attribution_summary
+
+    regions = syn.decision_regions(seed, resolution=resolution, config=config)
+    data = regions.run.data
+    m, n = data.X_test.shape[0], data.X_train.shape[0]
+    style = {"description_width": "initial"}
+    layout = widgets.Layout(width="min(100%, 520px)")
+    q_slider = widgets.IntSlider(value=int(query), min=0, max=m - 1, description="test query",
+                                 continuous_update=False, style=style, layout=layout)
+    options = [("CBDT-optimal a*(x)", -1)] + [(f"a{a}", a) for a in range(data.n_actions)]
+    a_drop = widgets.Dropdown(options=options, value=-1, description="explained action",
+                              style=style, layout=layout)
+    k_slider = widgets.IntSlider(value=int(k), min=1, max=min(100, n), description="top k",
+                                 continuous_update=False, style=style, layout=layout)
+    out = widgets.Output()
+    box = widgets.VBox([widgets.VBox([q_slider, a_drop, k_slider]), out])
+
+    def render(*_):
+        import matplotlib.pyplot as plt
+
+        action = None if a_drop.value < 0 else int(a_drop.value)
+        df = syn.query_attributions(seed, q_slider.value, action, k=k_slider.value,
+                                    config=config)
+        table = query_attribution_summary(df, k_slider.value)
+        box.current = {"query": int(q_slider.value), "action": int(df.attrs["action"]),
+                       "k": int(k_slider.value), "table": table}
+        with out:
+            out.clear_output(wait=True)
+            fig = plot_query_attributions(df, k=k_slider.value, regions=regions)
+            display(fig)
+            plt.close(fig)
+            display(HTML(table.round(3).to_html()))
+
+    for w in (q_slider, a_drop, k_slider):
+        w.observe(render, names="value")
+    render()
+    return box
+
+
 # --- chapter 07: PJM audit ---
+
+
+def show_pjm_audit(run, index):
+    """Display the single-decision audit of one PJM test hour (what the explorer shows).
+
+    Prints the hour and both decisions, displays the scores table and the ranked cases
+    (:func:`cbdt.experiments.pjm.audit_query`, rounded to 4 decimals) and draws
+    :func:`cbdt.plots.plot_case_audit`.
+
+    Returns
+    -------
+    cbdt.experiments.pjm.QueryAudit
+    """
+    import matplotlib.pyplot as plt
+    from IPython.display import display
+
+    from .datasets.pjm_bidding import ACTIONS
+    from .experiments.pjm import audit_query
+    from .plots import plot_case_audit
+
+    audit = audit_query(run, index)
+    print(f"test hour {audit.index} ({audit.time:%Y-%m-%d %H:%M}): network selects "
+          f"{ACTIONS[audit.selected]}, CBDT selects {ACTIONS[audit.cbdt_selected]}")
+    display(audit.scores_table().round(4))
+    display(audit.cases.round(4))
+    plot_case_audit(audit)
+    plt.show()
+    return audit
+
+
+def pjm_audit_explorer(run, index=None):
+    """Pick any PJM test hour and get its case audit (ch. 07, Sec. 5.5, App. C.3).
+
+    A slider over the test positions ``0 .. n_test - 1``; each move shows
+    :func:`show_pjm_audit` for that hour: network scores, selected action, the ranked
+    positive and negative coefficient cases (index, hour, alpha, case-optimal action,
+    return of the selected action, standardised distance, contribution) and the cases in a
+    2-D PCA projection of the representation.
+
+    Parameters
+    ----------
+    run : cbdt.experiments.pjm.PJMRun
+    index : int, optional
+        Initial test position; default :func:`cbdt.experiments.pjm.default_audit_index`.
+
+    Returns
+    -------
+    ipywidgets.interactive
+    """
+    import ipywidgets as widgets
+
+    from .experiments.pjm import default_audit_index
+
+    start = default_audit_index(run) if index is None else int(index)
+
+    def show(index: int) -> None:
+        show_pjm_audit(run, index)
+
+    return widgets.interactive(
+        show,
+        index=widgets.IntSlider(value=start, min=0, max=run.problem.n_test - 1, step=1,
+                                description="test hour", continuous_update=False,
+                                layout=widgets.Layout(width="600px")),
+    )
+
