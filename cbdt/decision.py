@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from scipy.spatial.distance import pdist
 
 from ._validation import as_float_matrix, check_nonnegative_scalar
 from .exceptions import InputError
@@ -36,6 +37,8 @@ __all__ = [
     "support",
     "case_contributions",
     "decide",
+    "kernel_supports",
+    "median_distance",
 ]
 
 
@@ -305,3 +308,97 @@ def decide(
     """
     U = support(p, memory, similarity)
     return np.argmax(U, axis=-1)
+
+
+# ---------------------------------------------------------------- large memories
+def median_distance(X: Any, n_sample: int = 2000, seed: int = 0) -> float:
+    """Median Euclidean distance between the rows of ``X`` (a random subsample of them).
+
+    ``n_sample`` rows are drawn without replacement with ``numpy.random.default_rng(seed)``
+    (all rows when there are fewer) and the median of their pairwise distances is returned.
+    """
+    X = np.asarray(X, dtype=np.float64)
+    if X.ndim != 2 or X.shape[0] < 2:
+        raise InputError(f"X must be 2-D with at least 2 rows, got shape {X.shape}.")
+    if X.shape[0] > n_sample:
+        X = X[np.random.default_rng(seed).choice(X.shape[0], n_sample, replace=False)]
+    d = float(np.median(pdist(X)))
+    if d <= 0:
+        raise InputError("the median distance is 0 (most rows coincide); give a bandwidth.")
+    return d
+
+
+def kernel_supports(
+    X_query: Any,
+    X_memory: Any,
+    columns: Any,
+    bandwidths: Sequence[float],
+    *,
+    chunk_size: int = 512,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Gaussian-similarity sums :math:`\\sum_i s_h(x, x_i) c_i` for many queries and bandwidths.
+
+    Computed in chunks of ``chunk_size`` queries, so only a ``(chunk_size, n)`` similarity
+    block is held at a time. Each query's sums are multiplied by the positive factor
+    :math:`e^{d_{min}(x)^2/2h^2}` (``d_min`` the distance to the nearest memory row), which
+    prevents underflow for small ``h`` and changes no comparison between columns or between
+    memories of the same query.
+
+    Parameters
+    ----------
+    X_query : array-like of shape (m, d)
+    X_memory : array-like of shape (n, d)
+    columns : array-like of shape (n, k)
+        Per-case values to sum, e.g. returns :math:`r_i(a)` (eq. 1 with :math:`u(r, a) =
+        r(a)`), returns masked to a sub-memory, or ones (the similarity mass).
+    bandwidths : sequence of float
+        Bandwidths ``h > 0``.
+
+    Returns
+    -------
+    sums : ndarray of shape (len(bandwidths), m, k)
+        Scaled sums.
+    d2_min : ndarray of shape (m,)
+        Squared distance to the nearest memory row: the unscaled sums are
+        ``sums[b] * exp(-d2_min / (2 h_b^2))[:, None]``.
+    """
+    Xq = np.ascontiguousarray(np.asarray(X_query, dtype=np.float64))
+    Xm = np.asarray(X_memory, dtype=np.float64)
+    C = np.asarray(columns, dtype=np.float64)
+    if C.ndim == 1:
+        C = C[:, None]
+    if Xq.ndim != 2 or Xm.ndim != 2 or Xq.shape[1] != Xm.shape[1]:
+        raise InputError(
+            f"X_query {Xq.shape} and X_memory {Xm.shape} must be 2-D with equal widths."
+        )
+    if C.shape[0] != Xm.shape[0]:
+        raise InputError(f"columns has {C.shape[0]} rows but the memory has {Xm.shape[0]}.")
+    h = np.asarray(bandwidths, dtype=np.float64)
+    if h.ndim != 1 or h.size == 0 or not np.all(h > 0):
+        raise InputError(f"bandwidths must be a non-empty sequence of positive numbers, got {h}.")
+    m, n = Xq.shape[0], Xm.shape[0]
+    XmT = np.ascontiguousarray(Xm.T)
+    sq_m = (Xm**2).sum(axis=1)
+    out = np.empty((h.size, m, C.shape[1]))
+    d2_min = np.empty(m)
+    c = max(1, min(int(chunk_size), m))
+    buf = np.empty((c, n))
+    ebuf = np.empty((c, n))
+    for s in range(0, m, c):
+        Q = Xq[s : s + c]
+        b = Q.shape[0]
+        D = buf[:b]
+        np.matmul(Q, XmT, out=D)
+        D *= -2.0
+        D += (Q**2).sum(axis=1)[:, None]
+        D += sq_m[None, :]
+        np.maximum(D, 0.0, out=D)
+        dmin = D.min(axis=1)
+        D -= dmin[:, None]
+        d2_min[s : s + b] = dmin
+        E = ebuf[:b]
+        for j, hj in enumerate(h):
+            np.multiply(D, -1.0 / (2.0 * hj * hj), out=E)
+            np.exp(E, out=E)
+            out[j, s : s + b] = E @ C
+    return out, d2_min

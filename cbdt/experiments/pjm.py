@@ -67,10 +67,10 @@ from typing import Any, Literal
 
 import numpy as np
 import pandas as pd
-from scipy.spatial.distance import cdist, pdist
+from scipy.spatial.distance import cdist
 
 from ..datasets.pjm_bidding import ACTIONS, BiddingProblem, MarketModel, pjm_bidding_problem
-from ..decision import GaussianSimilarity, Memory, support
+from ..decision import GaussianSimilarity, Memory, kernel_supports, median_distance, support
 from ..exceptions import InputError, RankDeficientError
 from ..influence import CaseInfluence
 from ..metrics import format_mean_ci, mean_ci, pearson, summarize_seeds
@@ -180,11 +180,11 @@ class BandwidthChoice:
 
 
 def median_heuristic(X: np.ndarray, n_sample: int = _SAMPLE, seed: int = 0) -> float:
-    """Median Euclidean distance between ``n_sample`` rows of ``X`` drawn without replacement."""
-    X = np.asarray(X, dtype=float)
-    rng = np.random.default_rng(seed)
-    idx = rng.choice(X.shape[0], size=min(n_sample, X.shape[0]), replace=False)
-    return float(np.median(pdist(X[np.sort(idx)])))
+    """Median Euclidean distance between ``n_sample`` rows of ``X`` drawn without replacement.
+
+    :func:`cbdt.decision.median_distance` with this module's sample size.
+    """
+    return median_distance(X, n_sample=n_sample, seed=seed)
 
 
 def select_bandwidth(
@@ -210,23 +210,13 @@ def select_bandwidth(
     h_med = median_heuristic(X)
     fac = np.asarray(sorted(set(float(f) for f in factors), reverse=True))
     hs = h_med * fac
-    sse = np.zeros(hs.size)
-    ret = np.zeros(hs.size)
-    # float32 for the similarities: a selection criterion only (4x faster exp); the
-    # reported supports are computed in float64 by cbdt_support
-    Rm1 = np.column_stack([Rm, np.ones(n_mem)]).astype(np.float32)
-    for s in range(0, Xv.shape[0], chunk):
-        d2 = cdist(Xv[s : s + chunk], Xm, "sqeuclidean")
-        # subtracting the row minimum rescales each row of s by a constant: the normalised
-        # support is unchanged and small bandwidths do not underflow
-        d2 = (d2 - d2.min(axis=1, keepdims=True)).astype(np.float32)
-        rv = Rv[s : s + chunk]
-        for j, h in enumerate(hs):
-            S = np.exp(d2 * np.float32(-0.5 / (h * h)))
-            UM = (S @ Rm1).astype(np.float64)
-            Ubar = UM[:, :-1] / UM[:, -1:]
-            sse[j] += ((Ubar - rv) ** 2).sum()
-            ret[j] += rv[np.arange(rv.shape[0]), np.argmax(Ubar, axis=1)].sum()
+    # normalised supports of the validation hours for every bandwidth at once, in chunks
+    cols = np.column_stack([Rm, np.ones(n_mem)])
+    U, _ = kernel_supports(Xv, Xm, cols, hs, chunk_size=chunk)  # (bandwidths, hours, |A|+1)
+    Ubar = U[..., :-1] / U[..., -1:]
+    sse = ((Ubar - Rv[None]) ** 2).sum(axis=(1, 2))
+    best_a = np.argmax(Ubar, axis=2)
+    ret = Rv[np.arange(Rv.shape[0])[None, :], best_a].sum(axis=1)
     mse = sse / Rv.size
     best = int(np.flatnonzero(mse == mse.min())[0])
     table = pd.DataFrame(
