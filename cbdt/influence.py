@@ -126,6 +126,8 @@ class CaseInfluence:
     chunk_size: int = 65_536
     #: Queries answered at once by the query methods.
     batch_size: int = 1_024
+    #: Queries ranked at once by :meth:`top_cases` (small, so each block stays in cache).
+    topk_batch_size: int = 256
 
     def __init__(
         self,
@@ -250,6 +252,7 @@ class CaseInfluence:
         self._Phi = Phi
         self.gram_ = G
         self.returns_ = R
+        self._returns_t = np.ascontiguousarray(R.T)
         self.n_cases_ = n
         self.n_features_ = H
         self.n_actions_ = R.shape[1]
@@ -318,7 +321,8 @@ class CaseInfluence:
         out = np.empty((Q.shape[0], self.n_cases_))
         for s in range(0, Q.shape[0], self.batch_size):
             sl = slice(s, s + self.batch_size)
-            out[sl] = self._alpha(Q[sl]) * self.returns_[:, acts[sl]].T
+            out[sl] = self._alpha(Q[sl])
+            out[sl] *= self._returns_t[acts[sl]]  # rows of R^T: contiguous, in place
         return out[0] if single else out
 
     def top_cases(
@@ -343,12 +347,21 @@ class CaseInfluence:
             raise InputError(f"order must be 'abs', 'positive' or 'negative', got {order!r}.")
         self._check_fitted()
         k = check_k(k, self.n_cases_)
-        psi = self.contributions(phi, action)
-        single = psi.ndim == 1
-        psi2 = psi[None, :] if single else psi
-        key = {"abs": np.abs(psi2), "positive": psi2, "negative": -psi2}[order]
-        idx = top_k_indices(key, k)
-        vals = np.take_along_axis(psi2, idx, axis=1)
+        Q, single = self._check_query(phi)
+        acts = check_action(action, self.n_actions_, Q.shape[0])
+        m = Q.shape[0]
+        idx = np.empty((m, k), dtype=np.intp)
+        vals = np.empty((m, k))
+        # small query blocks keep alpha, psi and the ranking key in cache (one pass each),
+        # and only (m, k) results are stored instead of the (m, n) contributions
+        step = self.topk_batch_size
+        for s in range(0, m, step):
+            sl = slice(s, s + step)
+            psi = self._alpha(Q[sl])
+            psi *= self._returns_t[acts[sl]]
+            key = np.abs(psi) if order == "abs" else (psi if order == "positive" else -psi)
+            idx[sl] = top_k_indices(key, k)
+            vals[sl] = np.take_along_axis(psi, idx[sl], axis=1)
         if single:
             return TopCases(idx[0], vals[0])
         return TopCases(idx, vals)
