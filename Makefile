@@ -51,7 +51,7 @@ lint: $(TEST_STAMP)
 	$(BIN)/ruff check cbdt tests benchmarks scripts
 
 unit: $(TEST_STAMP)
-	$(BIN)/pytest tests -m "not browser" -q
+	$(BIN)/pytest tests -m "not browser" --ignore=tests/test_browser.py -q
 
 nbval: $(TEST_STAMP)
 	$(BIN)/pytest --nbval notebooks/ --nbval-sanitize-with tests/nbval_sanitize.cfg \

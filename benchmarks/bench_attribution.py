@@ -32,7 +32,6 @@ for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
 
 import argparse  # noqa: E402
 import platform  # noqa: E402
-import statistics  # noqa: E402
 import time  # noqa: E402
 from collections.abc import Callable  # noqa: E402
 
@@ -48,6 +47,7 @@ from cbdt.baselines import (  # noqa: E402
     RepresenterPoint,
     TracIn,
 )
+from cbdt.experiments.synthetic import median_per_query  # noqa: E402
 
 NOCACHE = "Ours (alpha), per-query solve"
 ORDER = (
@@ -58,19 +58,6 @@ ORDER = (
     "Inner product",
     NOCACHE,
 )
-
-
-def median_per_query(fn: Callable[[int], object], n_queries: int, repeats: int) -> float:
-    """Median over ``repeats`` passes of the mean seconds per call of ``fn(j)``."""
-    for j in range(min(3, n_queries)):  # warm-up
-        fn(j)
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        for j in range(n_queries):
-            fn(j)
-        times.append((time.perf_counter() - t0) / n_queries)
-    return statistics.median(times)
 
 
 def fit_all(
