@@ -39,6 +39,7 @@ from __future__ import annotations
 import dataclasses
 import numbers
 import time
+import warnings
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -447,6 +448,14 @@ def _evaluate(
         r = rowwise_pearson(np.abs(C), np.abs(run.ground_truth))
     else:
         raise InputError(f"pearson_kind must be 'signed' or 'absolute', got {pearson_kind!r}.")
+    n_undefined = int(np.isnan(r).sum())
+    if n_undefined:
+        warnings.warn(
+            f"{n_undefined} of {r.size} (action, query) Pearson values are undefined (a "
+            "constant contribution vector) and are left out of the mean.",
+            RuntimeWarning,
+            stacklevel=2,
+        )
     return top, float(np.nanmean(r))
 
 
