@@ -786,6 +786,15 @@ def run_tasks(tasks: Sequence[UCITask], config: UCIConfig | None = None) -> list
         groups.setdefault(t.memory_key if t.memory_key is not None else ("task", i), []).append(i)
     for idx in groups.values():
         t0 = tasks[idx[0]]
+        for i in idx[1:]:  # one similarity pass serves the group: the features must agree
+            t = tasks[i]
+            if not (
+                np.array_equal(t.X_train, t0.X_train) and np.array_equal(t.X_test, t0.X_test)
+            ):
+                raise InputError(
+                    f"tasks {idx[0]} and {i} share memory_key {t0.memory_key!r} but have "
+                    "different features; give them different memory keys (or memory_key=None)."
+                )
         med = median_distance(t0.X_train, cfg.n_median, seed=0)
         blocks, layout, offset = [], [], 0
         for i in idx:
