@@ -91,10 +91,12 @@ def main(argv: list[str] | None = None) -> None:
         ratio = f"{base / t:8.1f}x" if base else ""
         print(f"{name:<52}{t * 1e3:>12.4f}{ratio:>10}")
     print()
-    ok_single = t_single <= 1e-3
-    ok_batch = t_batch_top <= 1e-4
-    print(f"target single query <= 1 ms:        {'met' if ok_single else 'NOT met'}")
-    print(f"target batched <= 0.1 ms per query: {'met' if ok_batch else 'NOT met'}")
+    def verdict(t: float, target: float) -> str:
+        return "met" if t <= target else f"NOT met ({t / target:.1f}x the target)"
+
+    print(f"target single query (coefficients + top-10) <= 1 ms:     {verdict(t_single, 1e-3)}")
+    print(f"target batched, coefficients <= 0.1 ms per query:        {verdict(t_batch, 1e-4)}")
+    print(f"target batched, coefficients + top-10 <= 0.1 ms per query: {verdict(t_batch_top, 1e-4)}")
     print("paper (Appendix D): 58.6 ms per query")
 
 

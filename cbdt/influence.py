@@ -126,8 +126,9 @@ class CaseInfluence:
     chunk_size: int = 65_536
     #: Queries answered at once by the query methods.
     batch_size: int = 1_024
-    #: Queries ranked at once by :meth:`top_cases` (small, so each block stays in cache).
-    topk_batch_size: int = 256
+    #: Entries (queries x cases) of one block of contributions ranked by :meth:`top_cases`;
+    #: about 128 MB of float64, so the (m, n) contributions are never held at once.
+    topk_block_entries: int = 16_000_000
 
     def __init__(
         self,
@@ -352,9 +353,9 @@ class CaseInfluence:
         m = Q.shape[0]
         idx = np.empty((m, k), dtype=np.intp)
         vals = np.empty((m, k))
-        # small query blocks keep alpha, psi and the ranking key in cache (one pass each),
-        # and only (m, k) results are stored instead of the (m, n) contributions
-        step = self.topk_batch_size
+        # query blocks of bounded size: only (m, k) results are kept, never the (m, n)
+        # contributions (16,000 x 32,000 of them would not fit in memory)
+        step = int(min(self.batch_size, max(1, self.topk_block_entries // self.n_cases_)))
         for s in range(0, m, step):
             sl = slice(s, s + step)
             psi = self._alpha(Q[sl])
