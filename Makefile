@@ -33,9 +33,9 @@ $(BOOK_STAMP): pyproject.toml $(CONSTRAINTS) | $(BIN)/python
 	$(BIN)/pip install --quiet -c $(CONSTRAINTS) -e ".[book]"
 	touch $@
 
-$(TEST_STAMP): pyproject.toml $(CONSTRAINTS) requirements/test-extra.txt | $(BIN)/python
+$(TEST_STAMP): pyproject.toml $(CONSTRAINTS) | $(BIN)/python
 	$(BIN)/pip install --quiet "$(TORCH_PIN)"
-	$(BIN)/pip install --quiet -c $(CONSTRAINTS) -e ".[book,test]" -r requirements/test-extra.txt
+	$(BIN)/pip install --quiet -c $(CONSTRAINTS) -e ".[book,test]"
 	touch $@ $(BOOK_STAMP)
 
 # MathJax, require.js and the widget manager, served from the book so it works offline
