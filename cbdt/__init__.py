@@ -12,6 +12,7 @@ from .audit import (
     case_optimal_actions,
     gini_disagreement,
     influence_entropy,
+    label_like_returns,
     risk_score,
 )
 from .decision import (
@@ -24,7 +25,13 @@ from .decision import (
     decide,
     support,
 )
-from .exceptions import CBDTError, InputError, NotFittedError, RankDeficientError
+from .exceptions import (
+    CBDTError,
+    DegenerateAuditWarning,
+    InputError,
+    NotFittedError,
+    RankDeficientError,
+)
 from .geometry import cotransformed_metric, reparameterize, zca_whitening
 from .influence import CaseInfluence, TopCases
 
@@ -49,7 +56,9 @@ __all__ = [
     "gini_disagreement",
     "risk_score",
     "audit_signals",
+    "label_like_returns",
     "CBDTError",
+    "DegenerateAuditWarning",
     "InputError",
     "NotFittedError",
     "RankDeficientError",

@@ -35,8 +35,8 @@ def top_k_indices(values: np.ndarray, k: int) -> np.ndarray:
     """
     m, n = values.shape
     b = int(np.sqrt(n / k))
-    if b < 8 or 2 * k * b > n:  # small rows: a full stable sort is cheap
-        return np.argsort(-values, axis=1, kind="stable")[:, :k]
+    if b < 8 or 2 * k * b > n:  # short rows: partition, then sort only the candidates
+        return _top_k_partition(values, k)
     starts = np.arange(0, n, b)
     bmax = np.maximum.reduceat(values, starts, axis=1)  # (m, n_blocks)
     blocks = np.sort(np.argpartition(bmax, bmax.shape[1] - k, axis=1)[:, -k:], axis=1)
@@ -51,3 +51,18 @@ def top_k_indices(values: np.ndarray, k: int) -> np.ndarray:
     if tied.size:
         out[tied] = np.argsort(-values[tied], axis=1, kind="stable")[:, :k]
     return out
+
+
+def _top_k_partition(values: np.ndarray, k: int) -> np.ndarray:
+    """Top-k of short rows: the k-th largest value by partition, then a stable sort of the
+    entries at or above it (every tie with the k-th value included)."""
+    m, n = values.shape
+    if 4 * k >= n:
+        return np.argsort(-values, axis=1, kind="stable")[:, :k]
+    kth = np.partition(values, n - k, axis=1)[:, n - k]  # k-th largest of each row
+    rows, cols = np.nonzero(values >= kth[:, None])  # row-major: columns ascend per row
+    order = np.lexsort((cols, -values[rows, cols], rows))  # by row, value desc, column asc
+    counts = np.bincount(rows, minlength=m)  # >= k per row
+    first = np.concatenate(([0], np.cumsum(counts)[:-1]))
+    take = order[first[:, None] + np.arange(k)]
+    return cols[take]

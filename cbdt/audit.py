@@ -8,14 +8,16 @@ queries. :func:`audit_signals` computes everything for a fitted
 
 from __future__ import annotations
 
-from typing import Any
+import numbers
+import warnings
+from typing import Any, Literal
 
 import numpy as np
 import pandas as pd
 
 from ._ranking import top_k_indices
-from ._validation import as_float_matrix, check_k, check_nonnegative_scalar
-from .exceptions import InputError
+from ._validation import as_float_matrix, check_action, check_k, check_nonnegative_scalar
+from .exceptions import DegenerateAuditWarning, InputError
 
 __all__ = [
     "case_optimal_actions",
@@ -26,6 +28,7 @@ __all__ = [
     "gini_disagreement",
     "risk_score",
     "audit_signals",
+    "label_like_returns",
 ]
 
 
@@ -85,6 +88,20 @@ def top_k_cases(psi: Any, k: int = 10) -> np.ndarray:
     return idx[0] if single else idx
 
 
+def _top_k_action_stats(
+    W: np.ndarray, a: np.ndarray, n_actions: int, k: int, eps: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """One top-k pass: :math:`\\pi_k` (eq. 16) and :math:`q_x` (eq. 18) of an (m, n) block."""
+    mass = np.abs(W)
+    idx = top_k_indices(mass, k)
+    m_top = np.take_along_axis(mass, idx, axis=1)  # (m, k)
+    votes = a[idx][:, :, None] == np.arange(n_actions)  # (m, k, |A|)
+    num = np.einsum("mk,mkb->mb", m_top, votes)
+    pi = (num + eps / n_actions) / (m_top.sum(axis=1, keepdims=True) + eps)
+    q = votes.sum(axis=1) / k
+    return pi, q
+
+
 def influence_distribution(
     psi: Any, case_actions: Any, n_actions: int, k: int = 10, eps: float = 1e-12
 ) -> np.ndarray:
@@ -97,7 +114,9 @@ def influence_distribution(
     Parameters
     ----------
     psi : array-like of shape (m, n) or (n,)
-        Contributions of the inspected action.
+        Contributions of the inspected action. Passing coefficients :math:`\\alpha(x)`
+        instead gives the coefficient-ranked variant (``rank_by="coefficient"`` of
+        :func:`audit_signals`): top set and masses by :math:`|\\alpha_i(x)|`.
     case_actions : array-like of int of shape (n,)
         Case-optimal actions :math:`a_i^*`.
     n_actions : int
@@ -114,18 +133,16 @@ def influence_distribution(
     P, single = _psi_2d(psi)
     a = _check_case_actions(case_actions, P.shape[1], int(n_actions))
     k = check_k(k, P.shape[1])
+    eps = _check_eps(eps)
+    pi, _ = _top_k_action_stats(P, a, int(n_actions), k, eps)
+    return pi[0] if single else pi
+
+
+def _check_eps(eps: Any) -> float:
     eps = check_nonnegative_scalar("eps", eps)
     if eps == 0:
         raise InputError("eps must be > 0 (eq. 16 needs a positive safeguard).")
-    mass = np.abs(P)
-    idx = top_k_indices(mass, k)
-    m_top = np.take_along_axis(mass, idx, axis=1)  # (m, k)
-    acts = a[idx]  # (m, k)
-    num = np.zeros((P.shape[0], int(n_actions)))
-    rows = np.repeat(np.arange(P.shape[0]), k)
-    np.add.at(num, (rows, acts.ravel()), m_top.ravel())
-    pi = (num + eps / n_actions) / (m_top.sum(axis=1, keepdims=True) + eps)
-    return pi[0] if single else pi
+    return eps
 
 
 def influence_entropy(
@@ -161,8 +178,7 @@ def top_action_distribution(
     a = _check_case_actions(case_actions, P.shape[1], int(n_actions))
     k = check_k(k, P.shape[1])
     idx = top_k_indices(np.abs(P), k)
-    acts = a[idx]
-    q = (acts[:, :, None] == np.arange(int(n_actions))).sum(axis=1) / k
+    q = (a[idx][:, :, None] == np.arange(int(n_actions))).sum(axis=1) / k
     return q[0] if single else q
 
 
@@ -205,17 +221,59 @@ def risk_score(
     return H + gamma * D
 
 
+def label_like_returns(R: Any) -> str | None:
+    """Why contribution-ranked entropy and Gini are uninformative for ``R``, or ``None``.
+
+    With returns that are non-zero only at a case's own optimal action (one-hot class labels
+    :math:`r_i(a) = \\mathbf 1\\{y_i = a\\}`, or classical CBDT cases
+    :math:`u(r, a) = r\\,\\mathbf 1\\{a = a_c\\}`), the contribution
+    :math:`\\psi_i(a, x) = \\alpha_i(x) r_i(a)` (eq. 15) vanishes for every case whose
+    case-optimal action is not ``a``. The top-k cases by :math:`|\\psi_i(a, x)|` (eq. 16, 18)
+    then all carry the label ``a`` (as long as at least ``k`` cases do), so influence entropy
+    (eq. 17) and Gini disagreement (eq. 19) are 0 for every query.
+
+    Parameters
+    ----------
+    R : array-like of shape (n, |A|)
+
+    Returns
+    -------
+    str or None
+        A sentence naming the condition found, ``None`` when the returns are not degenerate.
+    """
+    R = as_float_matrix("R", R, allow_1d=True)
+    if R.ndim == 1 or R.shape[1] == 1:
+        return (
+            "the returns have a single action (|A| = 1): every case votes for it, so influence "
+            "entropy and Gini disagreement are 0. Pass R with one column per action, e.g. "
+            "one-hot labels for a classifier"
+        )
+    a_star = np.argmax(R, axis=1)
+    off_label = (R != 0) & (a_star[:, None] != np.arange(R.shape[1]))
+    if off_label.any():
+        return None
+    one_hot = bool(np.isin(R, (0.0, 1.0)).all() and (R.sum(axis=1) == 1).all())
+    what = "one-hot labels" if one_hot else "label-like (non-zero only at the case-optimal action)"
+    return (
+        f"the returns R are {what}: psi_i(a, x) = alpha_i(x) r_i(a) is 0 for every case not "
+        "labelled a, so the top-k cases by |psi| all share the audited action's label and "
+        "influence entropy and Gini disagreement are 0 by construction"
+    )
+
+
 def audit_signals(
     influence: Any,
     phi: Any,
     *,
     case_actions: Any = None,
+    action: Any = None,
     k: int = 10,
     gamma: float = 1.0,
     eps: float = 1e-12,
-    batch_size: int = 512,
+    rank_by: Literal["contribution", "coefficient"] = "contribution",
+    batch_size: int | None = None,
 ) -> pd.DataFrame:
-    """Every Sec. 4 signal for many queries, in memory-bounded batches.
+    """Every Sec. 4 signal for many queries, in memory-bounded query blocks.
 
     Parameters
     ----------
@@ -225,42 +283,89 @@ def audit_signals(
         Query representations.
     case_actions : array-like of int of shape (n,), optional
         Case-optimal actions; default ``case_optimal_actions(influence.returns_)``.
+    action : int or array-like of int of shape (m,), optional
+        The audited action :math:`a_x` of each query. Default: the readout's selected action
+        :math:`\\arg\\max_a Q(x, a)` (eq. 20). Pass e.g. a network's own decisions to audit
+        those.
     k, gamma, eps : see :func:`risk_score`.
-    batch_size : int, default=512
-        Queries per batch; memory is ``O(batch_size * n)``.
+    rank_by : {"contribution", "coefficient"}, default="contribution"
+        How the top-k set :math:`I_k` and its masses are formed. ``"contribution"`` is the
+        paper's eq. 16/18: rank by :math:`|\\psi_i(a_x, x)|` with masses
+        :math:`|\\psi_i|`. ``"coefficient"`` ranks by :math:`|\\alpha_i(x)|` with masses
+        :math:`|\\alpha_i(x)|`: the cases the readout leans on, whatever their return for
+        :math:`a_x`. The two coincide when every :math:`|r_i(a_x)|` is equal; the coefficient
+        variant stays informative for label-like returns (see :func:`label_like_returns`).
+    batch_size : int, optional
+        Queries per block. Default: sized from ``n`` so that one block holds about
+        ``influence.topk_block_entries`` (16 million) values, whatever ``n`` is; memory is
+        ``O(batch_size * n)``.
 
     Returns
     -------
     pandas.DataFrame
-        One row per query: ``action`` (selected :math:`a_x`), ``score`` (:math:`Q(x, a_x)`),
-        ``margin`` (best minus second-best score), ``entropy`` (:math:`H_\\alpha(x, a_x)`),
-        ``gini`` (:math:`D_{Gini}`), ``risk`` (:math:`O_\\alpha`).
+        One row per query: ``action`` (audited :math:`a_x`), ``score`` (:math:`Q(x, a_x)`),
+        ``margin`` (the readout's best minus second-best score), ``entropy``
+        (:math:`H_\\alpha(x, a_x)`), ``gini`` (:math:`D_{Gini}`), ``risk`` (:math:`O_\\alpha`).
+
+    Warns
+    -----
+    DegenerateAuditWarning
+        With ``rank_by="contribution"`` when the returns are label-like or have one action
+        (:func:`label_like_returns`): entropy and Gini are then 0 by construction.
     """
     from .influence import CaseInfluence
 
     if not isinstance(influence, CaseInfluence):
         raise InputError("influence must be a fitted cbdt.CaseInfluence.")
     influence._check_fitted()
-    n_actions = influence.n_actions_
+    if rank_by not in ("contribution", "coefficient"):
+        raise InputError(
+            f"rank_by must be 'contribution' (eq. 16, |psi|) or 'coefficient' (|alpha|), got "
+            f"{rank_by!r}."
+        )
+    n, n_actions = influence.n_cases_, influence.n_actions_
+    k = check_k(k, n)
+    eps = _check_eps(eps)
+    gamma = check_nonnegative_scalar("gamma", gamma)
     if case_actions is None:
         case_actions = case_optimal_actions(influence.returns_)
+    a = _check_case_actions(case_actions, n, n_actions)
+    if rank_by == "contribution":
+        why = label_like_returns(influence.returns_)
+        if why is not None:
+            warnings.warn(
+                f"audit_signals: {why}. Use rank_by='coefficient' (top-k by |alpha_i(x)|) for "
+                "an informative influence entropy and Gini disagreement.",
+                DegenerateAuditWarning,
+                stacklevel=2,
+            )
     Qs = np.atleast_2d(influence.scores(phi))
     Phi_q = np.atleast_2d(np.asarray(phi, dtype=float))
-    sel = np.argmax(Qs, axis=1)
+    m = Qs.shape[0]
+    sel = np.argmax(Qs, axis=1) if action is None else check_action(action, n_actions, m)
     srt = np.sort(Qs, axis=1)
-    margin = srt[:, -1] - srt[:, -2] if n_actions > 1 else np.full(len(sel), np.nan)
-    ent = np.empty(len(sel))
-    gini = np.empty(len(sel))
-    for s in range(0, len(sel), batch_size):
-        sl = slice(s, s + batch_size)
-        psi = influence.contributions(Phi_q[sl], sel[sl])
-        ent[sl] = influence_entropy(psi, case_actions, n_actions, k, eps)
-        gini[sl] = gini_disagreement(psi, case_actions, n_actions, k)
-    gamma = check_nonnegative_scalar("gamma", gamma)
+    margin = srt[:, -1] - srt[:, -2] if n_actions > 1 else np.full(m, np.nan)
+    if batch_size is None:
+        step = max(1, min(influence.batch_size, influence.topk_block_entries // n))
+    else:
+        if not isinstance(batch_size, numbers.Integral) or batch_size < 1:
+            raise InputError(f"batch_size must be a positive integer or None, got {batch_size!r}.")
+        step = int(batch_size)
+    ent = np.empty(m)
+    gini = np.empty(m)
+    for s in range(0, m, step):
+        sl = slice(s, s + step)
+        if rank_by == "contribution":
+            W = influence.contributions(Phi_q[sl], sel[sl])
+        else:
+            W = influence.coefficients(Phi_q[sl])
+        pi, q = _top_k_action_stats(W, a, n_actions, k, eps)
+        ent[sl] = -(pi * np.log(pi)).sum(axis=1)
+        gini[sl] = 1.0 - (q**2).sum(axis=1)
     return pd.DataFrame(
         {
             "action": sel,
-            "score": Qs[np.arange(len(sel)), sel],
+            "score": Qs[np.arange(m), sel],
             "margin": margin,
             "entropy": ent,
             "gini": gini,

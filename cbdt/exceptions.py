@@ -9,7 +9,13 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["CBDTError", "NotFittedError", "RankDeficientError", "InputError"]
+__all__ = [
+    "CBDTError",
+    "NotFittedError",
+    "RankDeficientError",
+    "InputError",
+    "DegenerateAuditWarning",
+]
 
 
 class CBDTError(Exception):
@@ -42,3 +48,12 @@ class RankDeficientError(CBDTError, np.linalg.LinAlgError, ValueError):
         self.rank = rank
         self.dim = dim
         self.condition_number = condition_number
+
+
+class DegenerateAuditWarning(UserWarning):
+    """An audit signal is constant by construction for the returns it was given.
+
+    Raised (as a warning) by :func:`cbdt.audit.audit_signals` when the returns are label-like
+    (e.g. one-hot class labels) or have a single action, so that influence entropy and Gini
+    disagreement ranked by contribution carry no information.
+    """

@@ -304,6 +304,31 @@ class CaseInfluence:
         S = self._augment(Q) @ self._V
         return S[0] if single else S
 
+    def leverage(self, phi: Any) -> np.ndarray:
+        """Leverage :math:`\\lVert\\alpha(x)\\rVert^2` of each query (no returns involved).
+
+        For OLS, :math:`\\lVert\\alpha(x)\\rVert^2 = \\varphi(x)^\\top G^{-1}\\varphi(x)`
+        (eq. 10): the factor by which the noise variance of the returns scales the variance
+        of the readout score, :math:`\\mathrm{Var}\\,\\hat Q(x, a) = \\sigma^2
+        \\varphi(x)^\\top G^{-1}\\varphi(x)`, large far from the training representations.
+        Computed in :math:`O(H^2)` per query as :math:`z^\\top G z` with
+        :math:`z = (G + \\lambda M)^{-1}\\varphi(x)`, which equals
+        :math:`\\lVert\\Phi z\\rVert^2 = \\lVert\\alpha(x)\\rVert^2` for every solver and ridge.
+
+        Parameters
+        ----------
+        phi : array-like of shape (m, H) or (H,)
+
+        Returns
+        -------
+        ndarray of shape (m,), or a float for a 1-D query
+        """
+        Q, single = self._check_query(phi)
+        Z = self._solve(self._augment(Q).T)  # (H', m)
+        lev = np.einsum("hm,hm->m", Z, self.gram_ @ Z)
+        lev = np.maximum(lev, 0.0)  # z^T G z >= 0; rounding can give -1e-17
+        return float(lev[0]) if single else lev
+
     def contributions(self, phi: Any, action: Any) -> np.ndarray:
         """Case audit contributions :math:`\\psi_i(a, x) = \\alpha_i(x) r_{i,a}` (eq. 15).
 
