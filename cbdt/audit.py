@@ -14,6 +14,7 @@ from typing import Any, Literal
 
 import numpy as np
 import pandas as pd
+from scipy.special import entr
 
 from ._ranking import top_k_indices
 from ._validation import as_float_matrix, check_action, check_k, check_nonnegative_scalar
@@ -97,7 +98,12 @@ def _top_k_action_stats(
     m_top = np.take_along_axis(mass, idx, axis=1)  # (m, k)
     votes = a[idx][:, :, None] == np.arange(n_actions)  # (m, k, |A|)
     num = np.einsum("mk,mkb->mb", m_top, votes)
-    pi = (num + eps / n_actions) / (m_top.sum(axis=1, keepdims=True) + eps)
+    total = m_top.sum(axis=1, keepdims=True)
+    if eps > 0:
+        pi = (num + eps / n_actions) / (total + eps)
+    else:  # the limit eps -> 0: the mass shares, uniform where the top-k mass is zero
+        total = num.sum(axis=1, keepdims=True)  # a one-action row is then exactly (0.., 1, ..0)
+        pi = np.divide(num, total, out=np.full_like(num, 1.0 / n_actions), where=total > 0)
     q = votes.sum(axis=1) / k
     return pi, q
 
@@ -124,7 +130,12 @@ def influence_distribution(
     k : int, default=10
         Size of the top set :math:`I_k`.
     eps : float, default=1e-12
-        The symmetric smoothing :math:`\\varepsilon > 0` of eq. 16.
+        The symmetric smoothing :math:`\\varepsilon > 0` of eq. 16. ``0`` gives the limit
+        :math:`\\varepsilon \\to 0`: the mass shares of the top-k cases, and the uniform
+        distribution where their mass is zero. With :math:`\\varepsilon > 0` the entropy of a
+        top-k set whose cases all favour one action is not 0 but a floor of order
+        :math:`(\\varepsilon/M)\\log(M/\\varepsilon)` (``M`` the top-k mass), which orders
+        such queries by their mass; ranking-based evaluations (AUC) should use the limit.
 
     Returns
     -------
@@ -139,10 +150,12 @@ def influence_distribution(
 
 
 def _check_eps(eps: Any) -> float:
-    eps = check_nonnegative_scalar("eps", eps)
-    if eps == 0:
-        raise InputError("eps must be > 0 (eq. 16 needs a positive safeguard).")
-    return eps
+    return check_nonnegative_scalar("eps", eps)
+
+
+def _entropy(pi: np.ndarray) -> np.ndarray:
+    """Row entropies with :math:`0 \\log 0 = 0` (natural log)."""
+    return entr(pi).sum(axis=1)
 
 
 def influence_entropy(
@@ -158,7 +171,7 @@ def influence_entropy(
     ndarray of shape (m,), or a float for a 1-D ``psi``
     """
     pi = np.atleast_2d(influence_distribution(psi, case_actions, n_actions, k, eps))
-    H = -(pi * np.log(pi)).sum(axis=1)  # pi > 0 thanks to eps
+    H = _entropy(pi)
     return H[0] if np.ndim(psi) == 1 else H
 
 
@@ -360,7 +373,7 @@ def audit_signals(
         else:
             W = influence.coefficients(Phi_q[sl])
         pi, q = _top_k_action_stats(W, a, n_actions, k, eps)
-        ent[sl] = -(pi * np.log(pi)).sum(axis=1)
+        ent[sl] = _entropy(pi)
         gini[sl] = 1.0 - (q**2).sum(axis=1)
     return pd.DataFrame(
         {

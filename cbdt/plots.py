@@ -1981,3 +1981,120 @@ def plot_classifier_audit(summary, ax=None):
     ax.legend(loc="upper left", fontsize=9, frameon=False)
     ax.spines[["top", "right"]].set_visible(False)
     return fig
+
+
+_CH09_PJM_COLORS = {"risk": "tab:red", "risk_alpha": "tab:purple", "margin": "tab:blue",
+                     "leverage": "tab:green"}
+_CH09_PJM_LABELS = {
+    "risk": r"risk $O_\alpha$, top-10 by $|\psi|$",
+    "risk_alpha": r"risk $O_\alpha$, top-10 by $|\alpha|$",
+    "margin": "network margin (low = risky)",
+    "leverage": r"leverage $\|\alpha(x)\|^2$",
+}
+
+
+def _ch09_band(ax, x, m, h, color, label):
+    import numpy as np
+
+    ax.plot(x, m, "-o", color=color, ms=3.5, lw=1.6, label=label)
+    ok = np.isfinite(h)
+    if ok.any():
+        ax.fill_between(x, m - np.where(ok, h, 0), m + np.where(ok, h, 0), color=color,
+                        alpha=0.18, lw=0, where=ok)
+
+
+def plot_pjm_drift(summary, *, budget=None, caught="caught_ties",
+                   scores=("risk", "risk_alpha", "margin", "leverage")):
+    """Per-year AUC and errors caught at the review budget of the PJM drift audit.
+
+    Two panels side by side (``figsize=(10, 4)``, text of 10-11 pt, so it stays legible
+    in a 700 px column): (a) ROC AUC of each score for the network's wrong decisions, mean
+    and 95 % CI band over seeds, chance level dotted, and the network's error rate as grey
+    bars on the right axis; (b) share of the year's wrong decisions among the top ``budget``
+    share of the ranked decisions, with the random-review baseline (= ``budget``) dashed.
+    The training years (in-sample) are shaded grey in both panels; one legend below both.
+
+    Parameters
+    ----------
+    summary : pandas.DataFrame
+        Output of :func:`cbdt.experiments.pjm_drift.summarize_pjm_drift` (index
+        ``(year, score)``; columns ``split``, ``auc_mean``, ``auc_ci``,
+        ``<caught>_mean``, ``<caught>_ci``, ``error_rate_mean``, ``error_rate_ci``).
+    budget : float, optional
+        Review budget; default ``summary.attrs["budget"]``, else 0.10.
+    caught : str, default "caught_ties"
+        Column family of panel (b): ``"caught_ties"`` (tied scores ordered at random, exact
+        expectation) or ``"caught"`` (ties in time order).
+    scores : tuple of str
+        Scores drawn, in legend order.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+    """
+    import numpy as np
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
+
+    need = {"split", "auc_mean", "auc_ci", f"{caught}_mean", f"{caught}_ci", "error_rate_mean"}
+    missing = need - set(summary.columns)
+    if missing:
+        raise ValueError(f"summary lacks the columns {sorted(missing)}.")
+    if budget is None:
+        budget = float(summary.attrs.get("budget", 0.10))
+    df = summary.reset_index()
+    years = np.sort(df["year"].unique())
+    train_years = np.sort(df.loc[df["split"] == "train", "year"].unique())
+
+    with plt.rc_context({"font.size": 11, "axes.titlesize": 11, "axes.labelsize": 11,
+                         "xtick.labelsize": 10, "ytick.labelsize": 10,
+                         "legend.fontsize": 10}):
+        fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 4), layout="constrained")
+        axr = ax1.twinx()  # error rate of panel (a), drawn below the AUC lines
+        ax1.set_zorder(axr.get_zorder() + 1)
+        ax1.patch.set_visible(False)
+        for ax in (axr, ax2):  # shading below everything (on axr for panel a)
+            if train_years.size:
+                ax.axvspan(train_years.min() - 0.5, train_years.max() + 0.5, color="0.9",
+                           lw=0, zorder=-1)
+        for ax in (ax1, ax2):
+            ax.set_xlim(years.min() - 0.5, years.max() + 0.5)
+            ax.set_xticks(years[:: 2 if years.size > 8 else 1])
+            ax.set_xlabel("year")
+            ax.grid(axis="y", color="0.85", lw=0.6)
+
+        for s in scores:
+            g = df[df["score"] == s].sort_values("year")
+            x = g["year"].to_numpy(dtype=float)
+            _ch09_band(ax1, x, g["auc_mean"].to_numpy(), g["auc_ci"].to_numpy(), _CH09_PJM_COLORS[s],
+                  _CH09_PJM_LABELS[s])
+            _ch09_band(ax2, x, g[f"{caught}_mean"].to_numpy(), g[f"{caught}_ci"].to_numpy(),
+                  _CH09_PJM_COLORS[s], _CH09_PJM_LABELS[s])
+        ax1.axhline(0.5, color="0.4", ls=":", lw=1.2)
+        lo = np.nanmin(df.loc[df["score"].isin(scores), "auc_mean"].to_numpy())
+        ax1.set_ylim(min(0.2, lo - 0.05), 1.0)
+        ax1.set_ylabel("ROC AUC for wrong decisions")
+        ax1.set_title("(a) which score flags the wrong decisions")
+
+        # error rate as light bars on a right axis scaled so they stay in the lower quarter
+        er = df[df["score"] == scores[0]].sort_values("year")
+        axr.bar(er["year"], er["error_rate_mean"], width=0.6, color="0.55", alpha=0.45,
+                zorder=0)
+        axr.set_ylim(0, 4 * float(np.nanmax(er["error_rate_mean"])))
+        axr.set_ylabel("network error rate (bars)")
+
+        ax2.axhline(budget, color="0.3", ls="--", lw=1.4)
+        ax2.set_ylim(0, 1)
+        ax2.set_ylabel(f"share of wrong decisions caught\n(review budget {budget:.0%})")
+        ax2.set_title(f"(b) errors caught when {budget:.0%} are reviewed")
+
+        handles = [
+            *(Line2D([], [], color=_CH09_PJM_COLORS[s], marker="o", ms=3.5, label=_CH09_PJM_LABELS[s])
+              for s in scores),
+            Line2D([], [], color="0.4", ls=":", label="chance (AUC 0.5), panel a"),
+            Patch(color="0.55", alpha=0.45, label="error rate (right axis), panel a"),
+            Line2D([], [], color="0.3", ls="--", label=f"random review (= {budget:.0%}), panel b"),
+            Patch(color="0.9", label="training years (in-sample)"),
+        ]
+        fig.legend(handles=handles, loc="outside lower center", ncol=3, frameon=False)
+    return fig

@@ -86,8 +86,26 @@ def test_audit_errors():
         cbdt.gini_disagreement(np.ones(3), np.array([0, 1, 2]), 2)
     with pytest.raises(InputError, match="k = 4 exceeds"):
         cbdt.influence_entropy(np.ones(3), np.array([0, 1, 0]), 2, k=4)
-    with pytest.raises(InputError, match="eps must be > 0"):
-        cbdt.influence_entropy(np.ones(3), np.array([0, 1, 0]), 2, k=2, eps=0.0)
+    with pytest.raises(InputError, match="eps must be finite and >= 0"):
+        cbdt.influence_entropy(np.ones(3), np.array([0, 1, 0]), 2, k=2, eps=-1.0)
+
+
+@given(st.integers(0, 10_000), st.integers(2, 5))
+def test_eps_zero_is_the_limit_of_eq16(seed, A):
+    rng = np.random.default_rng(seed)
+    psi = rng.normal(size=(6, 40)) * rng.integers(0, 2, size=(6, 40))
+    psi[0] = 0.0  # zero top-k mass: the limit is the uniform distribution
+    acts = rng.integers(0, A, size=40)
+    lim = influence_distribution(psi, acts, A, k=10, eps=0.0)
+    near = influence_distribution(psi, acts, A, k=10, eps=1e-13)
+    assert np.allclose(lim, near, atol=1e-9) and np.allclose(lim.sum(1), 1.0)
+    assert np.allclose(lim[0], 1.0 / A)
+    H = cbdt.influence_entropy(psi, acts, A, k=10, eps=0.0)
+    assert np.allclose(H, cbdt.influence_entropy(psi, acts, A, k=10, eps=1e-13), atol=1e-8)
+    # all top-k cases favour one action: exactly 0 in the limit, a positive floor with eps > 0
+    same = np.zeros(40, dtype=int)
+    assert cbdt.influence_entropy(psi[1], same, A, k=10, eps=0.0) == 0.0
+    assert cbdt.influence_entropy(psi[1], same, A, k=10, eps=1e-12) > 0.0
 
 
 # ---------------------------------------------------------------- metrics

@@ -126,8 +126,14 @@ class DriftConfig:
         Top-k set of eq. 16-18 (eq. 18 fixes 10) and the ``k`` of the nearest-neighbour score.
     gamma : float, default 1.0
         Weight of the Gini term in eq. 20 (the paper's value).
-    eps : float, default 1e-12
-        Smoothing of eq. 16.
+    eps : float, default 0.0
+        Smoothing of eq. 16; ``0`` is its limit :math:`\\varepsilon \\to 0`. The paper calls
+        :math:`\\varepsilon` a numerical safeguard; with :math:`\\varepsilon > 0` a query
+        whose top-k cases all favour one action gets an entropy floor of order
+        :math:`(\\varepsilon/M)\\log(M/\\varepsilon)` instead of 0, which silently orders
+        such queries (most of them) by their top-k mass :math:`M` and so changes an AUC. The
+        grid uses the limit, where such queries tie; ``1e-12`` (the library default) and larger
+        values are rows of the sensitivity table.
     rank_by : {"contribution", "coefficient"}
         Top-k by :math:`|\\psi_i|` (eq. 16) or by :math:`|\\alpha_i|`.
     ridge : float, default 0.0
@@ -146,7 +152,7 @@ class DriftConfig:
     n_queries: int = 2000
     k: int = 10
     gamma: float = 1.0
-    eps: float = 1e-12
+    eps: float = 0.0
     rank_by: Literal["contribution", "coefficient"] = "contribution"
     ridge: float = 0.0
     wrong: Literal["truth", "memory"] = "truth"
@@ -549,9 +555,10 @@ def claim_sentences(claims: pd.DataFrame, score: str = "risk") -> list[str]:
 
 #: The variants of the sensitivity table: (label, DriftConfig overrides).
 SENSITIVITY_VARIANTS: tuple[tuple[str, dict[str, Any]], ...] = (
-    ("book default (k=10, eps=1e-12, |psi|, OLS, truth, network)", {}),
+    ("book default (k=10, eps -> 0, |psi|, OLS, truth, network)", {}),
     ("k = 5", {"k": 5}),
     ("k = 30", {"k": 30}),
+    ("eps = 1e-12 (library default)", {"eps": 1e-12}),
     ("eps = 1e-3", {"eps": 1e-3}),
     ("eps = 1e-1", {"eps": 1e-1}),
     ("top-k by |alpha| (rank_by='coefficient')", {"rank_by": "coefficient"}),
