@@ -1776,9 +1776,9 @@ def plot_drift_grid(summary, scores=None, shifts=("mean", "variance", "covariate
             ax.fill_between(x, y - ci, y + ci, color=color, alpha=0.12, lw=0)
         ax.axhline(0.5, color="0.5", lw=0.8, ls=":")
         ax.set_ylim(0.3, 1.02)
-        ax.set_title(_CH09_SHIFT_TITLES.get(shift, shift), fontsize=11)
-        ax.set_ylabel("AUC, wrong decisions", fontsize=10)
-        ax.tick_params(labelsize=9)
+        ax.set_title(_CH09_SHIFT_TITLES.get(shift, shift), fontsize=12)
+        ax.set_ylabel("AUC, wrong decisions", fontsize=11)
+        ax.tick_params(labelsize=10)
         ax.grid(alpha=0.3)
     if rest.size:
         ax = rest[0]
@@ -1787,17 +1787,17 @@ def plot_drift_grid(summary, scores=None, shifts=("mean", "variance", "covariate
             s = s.sort_values("level")
             ax.plot(s["level"], 100 * s["error_rate"], marker=marker, ms=4, color="0.25",
                     ls="-", lw=1.2, label=_CH09_SHIFT_TITLES.get(shift, shift)[4:])
-        ax.set_title("(d) share of wrong decisions", fontsize=11)
-        ax.set_ylabel("wrong decisions, %", fontsize=10)
-        ax.tick_params(labelsize=9)
-        ax.legend(fontsize=9, frameon=False)
+        ax.set_title("(d) share of wrong decisions", fontsize=12)
+        ax.set_ylabel("wrong decisions, %", fontsize=11)
+        ax.tick_params(labelsize=10)
+        ax.legend(fontsize=10, frameon=False)
         ax.grid(alpha=0.3)
     for ax in list(axes[-2:]) + list(rest):
-        ax.set_xlabel("shift level $L$ (training s.d.)", fontsize=10)
+        ax.set_xlabel("shift level $L$ (training s.d.)", fontsize=11)
         ax.tick_params(labelbottom=True)
     handles, labels = axes[0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="lower center", ncol=3, fontsize=9, frameon=False)
-    fig.tight_layout(rect=(0, 0.09, 1, 1))
+    fig.legend(handles, labels, loc="lower center", ncol=3, fontsize=10, frameon=False)
+    fig.tight_layout(rect=(0, 0.1, 1, 1))
     return fig
 
 
@@ -1836,12 +1836,12 @@ def plot_drift_paired(paired, scores=("risk", "entropy", "gini", "leverage", "kn
             ax.plot(x[sig], y[sig], "o", color=color, ms=5, label=label)
             ax.plot(x[~sig], y[~sig], "o", mfc="white", mec=color, ms=5)
         ax.axhline(0.0, color="k", lw=0.8)
-        ax.set_title(_CH09_SHIFT_TITLES.get(shift, shift), fontsize=11)
-        ax.set_ylabel("AUC(score) - AUC(margin)", fontsize=10)
-        ax.tick_params(labelsize=9)
+        ax.set_title(_CH09_SHIFT_TITLES.get(shift, shift), fontsize=12)
+        ax.set_ylabel("AUC(score) - AUC(margin)", fontsize=11)
+        ax.tick_params(labelsize=10)
         ax.grid(alpha=0.3)
     for ax in list(axes[-2:]) + list(rest):
-        ax.set_xlabel("shift level $L$ (training s.d.)", fontsize=10)
+        ax.set_xlabel("shift level $L$ (training s.d.)", fontsize=11)
         ax.tick_params(labelbottom=True)
     handles = [Line2D([], [], marker="o", ls="none", color=_CH09_SCORES[s][1], ms=6,
                       label=_CH09_SCORES[s][0]) for s in scores if s in _CH09_SCORES]
@@ -1853,10 +1853,10 @@ def plot_drift_paired(paired, scores=("risk", "entropy", "gini", "leverage", "kn
     ]
     if rest.size:
         rest[0].axis("off")
-        rest[0].legend(handles=handles, loc="center", fontsize=9.5, frameon=False,
-                       title="above 0: score beats the margin", title_fontsize=9.5)
+        rest[0].legend(handles=handles, loc="center", fontsize=10.5, frameon=False,
+                       title="above 0: score beats the margin", title_fontsize=10.5)
     else:
-        fig.legend(handles=handles, loc="lower center", ncol=3, fontsize=9, frameon=False)
+        fig.legend(handles=handles, loc="lower center", ncol=3, fontsize=10, frameon=False)
     fig.tight_layout()
     return fig
 
@@ -1882,12 +1882,12 @@ def plot_drift_sensitivity(sens, shifts=("mean", "variance", "covariate")):
         ax.plot(sens[f"{shift} dAUC"].to_numpy(), y + (j - 1) * 0.18, marker, ls="none",
                 color=f"C{j}", ms=6, label=f"{shift} shift")
     ax.axvline(0, color="k", lw=0.8)
-    ax.set_yticks(y, sens.index, fontsize=9)
+    ax.set_yticks(y, sens.index, fontsize=10)
     ax.invert_yaxis()
-    ax.set_xlabel("mean AUC(risk) - AUC(margin), levels 2-4", fontsize=10)
-    ax.tick_params(axis="x", labelsize=9)
+    ax.set_xlabel("mean AUC(risk) - AUC(margin), levels 2-4", fontsize=11)
+    ax.tick_params(axis="x", labelsize=10)
     ax.grid(axis="x", alpha=0.3)
-    ax.legend(fontsize=9, loc="lower right")
+    ax.legend(fontsize=10, loc="lower right")
     fig.tight_layout()
     return fig
 
@@ -1957,7 +1957,7 @@ def plot_classifier_audit(summary, ax=None):
                        yerr=ci if np.isfinite(ci) else None, capsize=3,
                        error_kw={"lw": 1.0, "ecolor": "0.2"})
                 ax.text(x, min(mean + (ci if np.isfinite(ci) else 0) + 0.015, 1.02),
-                        f"{mean:.2f}", ha="center", va="bottom", fontsize=9)
+                        f"{mean:.2f}", ha="center", va="bottom", fontsize=10)
             else:
                 ax.bar(x, 0.5, width=0.75, facecolor="none", edgecolor=color, hatch="///",
                        lw=1.0)
@@ -1978,7 +1978,7 @@ def plot_classifier_audit(summary, ax=None):
         ax.annotate(title, xy=((lo + hi) / 2, 0), xycoords=("data", "axes fraction"),
                     xytext=(0, -30), textcoords="offset points", ha="center", va="top",
                     fontsize=10, fontweight="bold")
-    ax.legend(loc="upper left", fontsize=9, frameon=False)
+    ax.legend(loc="upper left", fontsize=10, frameon=False)
     ax.spines[["top", "right"]].set_visible(False)
     return fig
 
@@ -2007,8 +2007,8 @@ def plot_pjm_drift(summary, *, budget=None, caught="caught_ties",
                    scores=("risk", "risk_alpha", "margin", "leverage")):
     """Per-year AUC and errors caught at the review budget of the PJM drift audit.
 
-    Two panels side by side (``figsize=(10, 4)``, text of 10-11 pt, so it stays legible
-    in a 700 px column): (a) ROC AUC of each score for the network's wrong decisions, mean
+    Two panels stacked (``figsize=(8, 8)``, text of 10.5-12 pt, so it stays legible in a
+    700 px column): (a) ROC AUC of each score for the network's wrong decisions, mean
     and 95 % CI band over seeds, chance level dotted, and the network's error rate as grey
     bars on the right axis; (b) share of the year's wrong decisions among the top ``budget``
     share of the ranked decisions, with the random-review baseline (= ``budget``) dashed.
@@ -2046,10 +2046,10 @@ def plot_pjm_drift(summary, *, budget=None, caught="caught_ties",
     years = np.sort(df["year"].unique())
     train_years = np.sort(df.loc[df["split"] == "train", "year"].unique())
 
-    with plt.rc_context({"font.size": 11, "axes.titlesize": 11, "axes.labelsize": 11,
-                         "xtick.labelsize": 10, "ytick.labelsize": 10,
-                         "legend.fontsize": 10}):
-        fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 4), layout="constrained")
+    with plt.rc_context({"font.size": 11, "axes.titlesize": 12, "axes.labelsize": 11,
+                         "xtick.labelsize": 10.5, "ytick.labelsize": 10.5,
+                         "legend.fontsize": 10.5}):
+        fig, (ax1, ax2) = plt.subplots(2, 1, figsize=(8, 8), layout="constrained")
         axr = ax1.twinx()  # error rate of panel (a), drawn below the AUC lines
         ax1.set_zorder(axr.get_zorder() + 1)
         ax1.patch.set_visible(False)
@@ -2096,5 +2096,5 @@ def plot_pjm_drift(summary, *, budget=None, caught="caught_ties",
             Line2D([], [], color="0.3", ls="--", label=f"random review (= {budget:.0%}), panel b"),
             Patch(color="0.9", label="training years (in-sample)"),
         ]
-        fig.legend(handles=handles, loc="outside lower center", ncol=3, frameon=False)
+        fig.legend(handles=handles, loc="outside lower center", ncol=2, frameon=False)
     return fig

@@ -210,8 +210,10 @@ def test_grid_auc_matches_a_direct_computation():
     auc_margin = roc_auc(-(s[:, -1] - s[:, -2]), wrong)
     got = df.set_index("score")["auc"]
     assert np.isclose(got["margin"], auc_margin)
-    sig = cbdt.audit_signals(run.fidelity.probe, run.network.represent(X), action=S.argmax(1))
+    Phi = run.network.represent(X)
+    sig = cbdt.audit_signals(run.fidelity.probe, Phi, action=S.argmax(1), eps=cfg.eps)
     assert np.isclose(got["risk"], roc_auc(sig["risk"], wrong))
+    assert np.isclose(got["leverage"], roc_auc(run.fidelity.probe.leverage(Phi), wrong))
     assert df["n_wrong"].iloc[0] == wrong.sum()
 
 

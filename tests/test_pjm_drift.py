@@ -226,7 +226,7 @@ def test_summary_and_plot(load: pd.Series, audit: pd.DataFrame) -> None:
     assert isinstance(fig, Figure)
     assert len(fig.axes) == 3  # two panels and the error-rate twin axis
     w, h = fig.get_size_inches()
-    assert (w, h) == (10, 4)
+    assert (w, h) == (8, 8)
     import matplotlib.pyplot as plt
 
     plt.close(fig)
