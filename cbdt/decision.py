@@ -300,14 +300,34 @@ def decide(
 ) -> np.ndarray:
     """CBDT choice :math:`a^*(M, p) = \\arg\\max_a U(a \\mid M, p)` (eq. 2).
 
-    Ties go to the lowest action index.
+    Ties go to the lowest action index. For the Gaussian and Laplacian similarities each
+    problem's supports are computed relative to its most similar case (a positive factor per
+    problem, which changes no choice), so problems far from every case, where all
+    similarities underflow to 0, still get the choice of the nearest cases.
 
     Returns
     -------
     ndarray of int of shape (m,), or an int for one problem
     """
-    U = support(p, memory, similarity)
-    return np.argmax(U, axis=-1)
+    P, single = _check_problems(p, memory)
+    sim = GaussianSimilarity() if similarity is None else similarity
+    if isinstance(sim, GaussianSimilarity | LaplacianSimilarity):
+        # Far from every case all similarities underflow to 0 and every action would tie.
+        # Each problem's supports may be multiplied by a positive factor without changing
+        # its choice: subtract the largest log-similarity of the row before exponentiating.
+        d2 = Similarity._sqdist(P, memory.problems)
+        if isinstance(sim, GaussianSimilarity):
+            log_s = -d2 / (2.0 * sim.bandwidth**2)
+        else:
+            log_s = -np.sqrt(d2) / sim.bandwidth
+        log_s -= log_s.max(axis=1, keepdims=True)
+        U = np.exp(log_s) @ (memory.frequencies[:, None] * memory.supports)
+    else:
+        U = _similarity_matrix(P, memory, sim) @ (
+            memory.frequencies[:, None] * memory.supports
+        )
+    a = np.argmax(U, axis=-1)
+    return a[0] if single else a
 
 
 # ---------------------------------------------------------------- large memories

@@ -106,7 +106,12 @@ class CaseInfluence:
     -----
     The Gram matrix is accumulated in float64 over row chunks of ``chunk_size`` rows, so
     ``Phi`` may be an :class:`numpy.memmap` larger than memory; only an ``(H', H')`` factor is
-    kept besides a reference to ``Phi``. Queries are answered in batches of ``batch_size``.
+    kept besides ``Phi``. An in-memory ``Phi`` and ``R`` are cached as read-only float64
+    copies (a new array is not copied twice), so editing the caller's arrays after ``fit``
+    cannot break Proposition 1; a memmap is kept by reference and read at every query, so its
+    file must not change. The coefficients do not depend on a global scale of ``Phi``: entries
+    so large (or small) that :math:`\\Phi^\\top\\Phi` would overflow (or underflow) are
+    rescaled by an exact power of two. Queries are answered in batches of ``batch_size``.
     No inverse is ever formed: :math:`\\alpha = \\Phi\\,\\mathrm{solve}(G, \\varphi^\\top)`.
 
     Examples
@@ -173,9 +178,13 @@ class CaseInfluence:
             raise InputError(f"intercept must be True or False, got {self.intercept!r}.")
         Phi = self._check_phi(Phi)
         n, H = Phi.shape
+        R_in = R
         R = as_float_matrix("R", R, allow_1d=True, finite=False)
         if R.ndim == 1:
             R = R[:, None]
+        if isinstance(R_in, np.ndarray) and np.shares_memory(R, R_in):
+            R = R.copy()  # cached: editing the caller's R later must not break Prop. 1
+        R.setflags(write=False)
         check_finite("R", R, hint="returns r_i(a) must be finite for every case and action")
         if R.shape[0] != n:
             raise InputError(
@@ -185,31 +194,21 @@ class CaseInfluence:
         metric = self._check_metric(H)
 
         # Gram matrix and Phi^T R in float64, accumulated over row chunks (memmap friendly).
+        with np.errstate(over="ignore", invalid="ignore"):  # overflow is handled below
+            G, PtR, max_abs = self._accumulate(Phi, R, 1.0)
+        # alpha does not depend on a global scale of Phi. Entries so large that Phi^T Phi
+        # overflows, or so small that it underflows, are handled by an exact power-of-two
+        # rescaling (scale = 1, and bit-identical results, for every other Phi).
+        scale = 1.0
+        if max_abs > 0 and (not np.all(np.isfinite(G)) or not 2.0**-400 < max_abs < 2.0**400):
+            scale = float(2.0 ** -np.round(np.log2(max_abs)))
+            G, PtR, _ = self._accumulate(Phi, R, scale)
+        self._scale = scale
         Hp = H + int(self.intercept)
-        G = np.zeros((Hp, Hp))
-        PtR = np.zeros((Hp, R.shape[1]))
-        for start in range(0, n, self.chunk_size):
-            block = np.asarray(Phi[start : start + self.chunk_size], dtype=np.float64)
-            check_finite(
-                "Phi" if start == 0 else f"Phi (rows from {start})",
-                block,
-                hint="training representations must be finite",
-            )
-            Rb = R[start : start + self.chunk_size]
-            G[:H, :H] += block.T @ block
-            PtR[:H] += block.T @ Rb
-            if self.intercept:
-                s = block.sum(axis=0)
-                G[:H, H] += s
-                G[H, :H] += s
-                PtR[H] += Rb.sum(axis=0)
-        if self.intercept:
-            G[H, H] = n
-        G = 0.5 * (G + G.T)
 
         A = G.copy()
-        if ridge > 0:
-            A[:H, :H] += ridge * metric
+        if ridge > 0:  # lambda |v|^2 = lambda c^2 |v_c|^2 for the rescaled weights v_c = v / c
+            A[:H, :H] += (ridge * scale * scale) * metric
         # eigenvalues of the factored matrix give rank and condition number for diagnostics
         w, U = linalg.eigh(A)
         w_max = float(max(w[-1], 0.0))
@@ -251,23 +250,62 @@ class CaseInfluence:
             self._factor = None
 
         self._Phi = Phi
-        self.gram_ = G
+        self._gram_scaled = G
+        if scale == 1.0:
+            self.gram_ = G
+        else:  # the Gram matrix of Phi itself (inf where it exceeds float64)
+            D = np.full(Hp, 1.0 / scale)
+            if self.intercept:
+                D[H] = 1.0
+            with np.errstate(over="ignore"):
+                self.gram_ = G * D[:, None] * D[None, :]
+        self.gram_.setflags(write=False)
         self.returns_ = R
         self._returns_t = np.ascontiguousarray(R.T)
+        self._returns_t.setflags(write=False)
         self.n_cases_ = n
         self.n_features_ = H
         self.n_actions_ = R.shape[1]
         self.rank_ = rank
         self.condition_number_ = cond
         self.solver_ = solver
-        V = self._solve(PtR)
-        if self.intercept:
-            self.readout_ = V[:H]
-            self.intercept_ = V[H]
-        else:
-            self.readout_ = V
+        V = self._solve(PtR)  # weights of the rescaled features scale * phi
         self._V = V
+        self.readout_ = V[:H] * scale if scale != 1.0 else V[:H].copy()
+        if self.intercept:
+            self.intercept_ = V[H].copy()
         return self
+
+    def _accumulate(
+        self, Phi: np.ndarray, R: np.ndarray, scale: float
+    ) -> tuple[np.ndarray, np.ndarray, float]:
+        """Gram matrix and Phi^T R of ``scale * Phi`` (with the constant column), and max |Phi|."""
+        n, H = Phi.shape
+        Hp = H + int(self.intercept)
+        G = np.zeros((Hp, Hp))
+        PtR = np.zeros((Hp, R.shape[1]))
+        max_abs = 0.0
+        for start in range(0, n, self.chunk_size):
+            block = np.asarray(Phi[start : start + self.chunk_size], dtype=np.float64)
+            check_finite(
+                "Phi" if start == 0 else f"Phi (rows from {start})",
+                block,
+                hint="training representations must be finite",
+            )
+            max_abs = max(max_abs, float(np.abs(block).max()))
+            if scale != 1.0:
+                block = block * scale
+            Rb = R[start : start + self.chunk_size]
+            G[:H, :H] += block.T @ block
+            PtR[:H] += block.T @ Rb
+            if self.intercept:
+                sb = block.sum(axis=0)
+                G[:H, H] += sb
+                G[H, :H] += sb
+                PtR[H] += Rb.sum(axis=0)
+        if self.intercept:
+            G[H, H] = n
+        return 0.5 * (G + G.T), PtR, max_abs
 
     # ------------------------------------------------------------------ queries
     def coefficients(self, phi: Any) -> np.ndarray:
@@ -325,7 +363,7 @@ class CaseInfluence:
         """
         Q, single = self._check_query(phi)
         Z = self._solve(self._augment(Q).T)  # (H', m)
-        lev = np.einsum("hm,hm->m", Z, self.gram_ @ Z)
+        lev = np.einsum("hm,hm->m", Z, self._gram_scaled @ Z)
         lev = np.maximum(lev, 0.0)  # z^T G z >= 0; rounding can give -1e-17
         return float(lev[0]) if single else lev
 
@@ -402,8 +440,10 @@ class CaseInfluence:
                 )
             arr = Phi  # finiteness is checked chunk by chunk during accumulation
         else:
-            arr = as_float_matrix("Phi", Phi, finite=False)
-            arr = np.ascontiguousarray(arr)
+            arr = np.ascontiguousarray(as_float_matrix("Phi", Phi, finite=False))
+            if isinstance(Phi, np.ndarray) and np.shares_memory(arr, Phi):
+                arr = arr.copy()  # the fit must not change when the caller edits Phi later
+            arr.setflags(write=False)
         n, H = arr.shape
         if n == 0 or H == 0:
             raise InputError(f"Phi must have at least one row and column, got {arr.shape}.")
@@ -464,6 +504,9 @@ class CaseInfluence:
         return as_query("phi", phi, self.n_features_)
 
     def _augment(self, Q: np.ndarray) -> np.ndarray:
+        """Queries in the fitted coordinates: rescaled, with the constant coordinate."""
+        if self._scale != 1.0:
+            Q = Q * self._scale
         if self.intercept:
             return np.hstack([Q, np.ones((Q.shape[0], 1))])
         return Q
@@ -480,6 +523,9 @@ class CaseInfluence:
         Z = self._solve(self._augment(Q).T)  # (H', b)
         H = self.n_features_
         Phi = self._Phi
+        if self._scale != 1.0:  # alpha = (c Phi) z = Phi (c z)
+            Z = Z.copy()
+            Z[:H] *= self._scale
         if isinstance(Phi, np.memmap):
             out = np.empty((Q.shape[0], self.n_cases_))
             for s in range(0, self.n_cases_, self.chunk_size):

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 import cbdt
 from cbdt import Case, GaussianSimilarity, InputError, Memory
-from cbdt.decision import InverseDistanceSimilarity, LaplacianSimilarity
+from cbdt.decision import InverseDistanceSimilarity, LaplacianSimilarity, decide, support
 
 
 def test_support_hand_computed_example():
@@ -74,3 +74,16 @@ def test_errors():
         GaussianSimilarity(0.0)
     with pytest.raises(InputError, match="n_actions = 2"):
         Memory.from_cases([Case([0.0], 3, 1.0)], n_actions=2)
+
+
+def test_decide_far_from_every_case_follows_the_nearest_cases():
+    mem = Memory([[0.0], [1.0]], [[1.0, 0.0], [0.0, 1.0]])
+    far = np.array([[5.0], [-5.0], [40.0]])
+    for sim in (GaussianSimilarity(0.1), LaplacianSimilarity(0.001)):
+        assert np.all(support(far, mem, sim) == 0.0)  # the true supports underflow
+        assert decide(far, mem, sim).tolist() == [1, 0, 1]
+        assert decide([5.0], mem, sim) == 1
+    # near the cases nothing changes
+    near = np.linspace(-0.5, 1.5, 41)[:, None]
+    sim = GaussianSimilarity(0.5)
+    assert np.array_equal(decide(near, mem, sim), np.argmax(support(near, mem, sim), axis=1))

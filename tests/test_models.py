@@ -139,6 +139,17 @@ def test_relu_dead_units_need_lstsq():
         net.probe_fidelity(X, R, X)
     pf = net.probe_fidelity(X, R, X, solver="lstsq")
     assert pf.probe.solver_ == "lstsq"
+    # the minimum-norm probe is still exact (Prop. 1 with G^+) and reproduces the query
+    Phi = np.c_[net.represent(X), np.ones(len(X))]
+    alpha = pf.probe.coefficients(net.represent(X))
+    np.testing.assert_allclose(alpha @ R, pf.probe_scores, atol=1e-9)
+    assert pf.probe.rank_ < Phi.shape[1]
+    # alpha is the minimum-norm solution: it lies in the row space of Phi^T (column space)
+    proj = Phi @ np.linalg.lstsq(Phi, alpha.T, rcond=None)[0]
+    np.testing.assert_allclose(proj, alpha.T, atol=1e-9)
+    # reproduces each query; the eigen-based pseudo-inverse works on G, so its error grows
+    # with cond(G) = cond(Phi)^2 (about 1e-8 here; a QR of Phi would do better, issue 8)
+    np.testing.assert_allclose(Phi.T @ alpha.T, Phi.T, atol=1e-6)
 
 
 def test_checkpoints_capped_at_epochs(toy):
