@@ -164,6 +164,22 @@ class Memory:
         return f"Memory(n_cases={self.n_cases}, n_actions={self.n_actions}, dim={self.dim})"
 
 
+def _refine_close_pairs(
+    d2: np.ndarray, P: np.ndarray, Q: np.ndarray, sp: np.ndarray, sq: np.ndarray
+) -> None:
+    """Recompute, in place, the squared distances that the expansion
+    :math:`|p|^2 + |q|^2 - 2 p\\cdot q` cannot resolve.
+
+    The expansion's rounding error is about :math:`4\\epsilon(|p|^2 + |q|^2)`; where the
+    distance is not far above it (close points with large coordinates, e.g. 1 apart at
+    :math:`10^8`), :math:`\\lVert p - q\\rVert^2` is summed from the differences directly.
+    """
+    rows, cols = np.nonzero(d2 <= 1e-6 * (sp[:, None] + sq[None, :]))
+    if rows.size:
+        diff = P[rows] - Q[cols]
+        d2[rows, cols] = np.einsum("ij,ij->i", diff, diff)
+
+
 class Similarity:
     """Base class of similarity functions :math:`s(p, q) \\ge 0` over the problem space.
 
@@ -179,8 +195,11 @@ class Similarity:
 
     @staticmethod
     def _sqdist(P: np.ndarray, Q: np.ndarray) -> np.ndarray:
-        d2 = (P**2).sum(1)[:, None] + (Q**2).sum(1)[None, :] - 2.0 * P @ Q.T
-        return np.maximum(d2, 0.0)
+        sp, sq = (P**2).sum(1), (Q**2).sum(1)
+        d2 = sp[:, None] + sq[None, :] - 2.0 * P @ Q.T
+        np.maximum(d2, 0.0, out=d2)
+        _refine_close_pairs(d2, P, Q, sp, sq)
+        return d2
 
 
 class _BandwidthSimilarity(Similarity):
@@ -410,9 +429,11 @@ def kernel_supports(
         D = buf[:b]
         np.matmul(Q, XmT, out=D)
         D *= -2.0
-        D += (Q**2).sum(axis=1)[:, None]
+        sq_q = (Q**2).sum(axis=1)
+        D += sq_q[:, None]
         D += sq_m[None, :]
         np.maximum(D, 0.0, out=D)
+        _refine_close_pairs(D, Q, Xm, sq_q, sq_m)
         dmin = D.min(axis=1)
         D -= dmin[:, None]
         d2_min[s : s + b] = dmin

@@ -87,3 +87,19 @@ def test_decide_far_from_every_case_follows_the_nearest_cases():
     near = np.linspace(-0.5, 1.5, 41)[:, None]
     sim = GaussianSimilarity(0.5)
     assert np.array_equal(decide(near, mem, sim), np.argmax(support(near, mem, sim), axis=1))
+
+
+def test_squared_distances_do_not_cancel_at_large_coordinates():
+    from cbdt.decision import kernel_supports
+
+    P = np.array([[1e8, 0.0], [1e8, 5.0]])
+    Q = np.array([[1e8 + 1.0, 0.0]])
+    s = GaussianSimilarity(1.0)(P, Q)
+    np.testing.assert_allclose(s[:, 0], np.exp([-0.5, -13.0]), rtol=1e-12)
+    sums, d2 = kernel_supports(P, Q, np.ones(1), [1.0])
+    np.testing.assert_allclose(d2, [1.0, 26.0], rtol=1e-12)
+    # the shift to the nearest case leaves exp(0) = 1 for each query's nearest case
+    np.testing.assert_allclose(sums[0, :, 0], [1.0, 1.0])
+    # decisions at large coordinates follow the true distances
+    mem = Memory([[1e8], [1e8 + 1.0]], [[1.0, 0.0], [0.0, 1.0]])
+    assert decide([[1e8 + 0.9]], mem, GaussianSimilarity(0.3)).tolist() == [1]
