@@ -17,6 +17,8 @@ With Tikhonov regularisation the Gram matrix becomes :math:`G + \\lambda M` (eq.
 
 from __future__ import annotations
 
+import numbers
+from collections.abc import Iterator
 from typing import Any, Literal, NamedTuple
 
 import numpy as np
@@ -325,8 +327,42 @@ class CaseInfluence:
         Q, single = self._check_query(phi)
         out = np.empty((Q.shape[0], self.n_cases_))
         for s in range(0, Q.shape[0], self.batch_size):
-            out[s : s + self.batch_size] = self._alpha(Q[s : s + self.batch_size])
+            self._alpha(Q[s : s + self.batch_size], out=out[s : s + self.batch_size])
         return out[0] if single else out
+
+    def iter_coefficients(
+        self, phi: Any, block_size: int | None = None
+    ) -> Iterator[tuple[slice, np.ndarray]]:
+        """Coefficients of many queries, one block at a time (eq. 10/11).
+
+        For more queries than fit in memory as one ``(m, n)`` array: each step yields the
+        slice of queries it covers and their coefficients, written into one buffer that is
+        reused, so memory stays ``O(block_size * n)``. Copy a block to keep it.
+
+        Parameters
+        ----------
+        phi : array-like of shape (m, H)
+        block_size : int, optional
+            Queries per block; default ``topk_block_entries // n`` (about 128 MB), at most
+            ``batch_size``.
+
+        Yields
+        ------
+        (slice, ndarray of shape (b, n))
+        """
+        Q, _ = self._check_query(phi)
+        if block_size is None:
+            step = max(1, min(self.batch_size, self.topk_block_entries // self.n_cases_))
+        elif isinstance(block_size, numbers.Integral) and block_size >= 1:
+            step = int(block_size)
+        else:
+            raise InputError(f"block_size must be a positive integer, got {block_size!r}.")
+        buf = np.empty((min(step, Q.shape[0]), self.n_cases_))
+        for s in range(0, Q.shape[0], step):
+            sl = slice(s, min(s + step, Q.shape[0]))
+            block = buf[: sl.stop - sl.start]
+            self._alpha(Q[sl], out=block)
+            yield sl, block
 
     def scores(self, phi: Any) -> np.ndarray:
         """Action scores :math:`Q(x, a) = \\varphi(x)^\\top v_a` (eq. 3), equal to eq. 9.
@@ -385,7 +421,7 @@ class CaseInfluence:
         out = np.empty((Q.shape[0], self.n_cases_))
         for s in range(0, Q.shape[0], self.batch_size):
             sl = slice(s, s + self.batch_size)
-            out[sl] = self._alpha(Q[sl])
+            self._alpha(Q[sl], out=out[sl])
             out[sl] *= self._returns_t[acts[sl]]  # rows of R^T: contiguous, in place
         return out[0] if single else out
 
@@ -518,21 +554,22 @@ class CaseInfluence:
         U, w = self._eig
         return U @ ((U.T @ rhs) / w[:, None])
 
-    def _alpha(self, Q: np.ndarray) -> np.ndarray:
-        """alpha for a batch of validated queries, shape (b, n)."""
+    def _alpha(self, Q: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+        """alpha for a batch of validated queries, shape (b, n), written into ``out``."""
         Z = self._solve(self._augment(Q).T)  # (H', b)
         H = self.n_features_
         Phi = self._Phi
         if self._scale != 1.0:  # alpha = (c Phi) z = Phi (c z)
             Z = Z.copy()
             Z[:H] *= self._scale
-        if isinstance(Phi, np.memmap):
+        if out is None:
             out = np.empty((Q.shape[0], self.n_cases_))
+        if isinstance(Phi, np.memmap):
             for s in range(0, self.n_cases_, self.chunk_size):
                 block = np.asarray(Phi[s : s + self.chunk_size], dtype=np.float64)
                 out[:, s : s + block.shape[0]] = (block @ Z[:H]).T
-        else:
-            out = Z[:H].T @ Phi.T
+        else:  # straight into the output: no (b, n) temporary
+            np.matmul(Z[:H].T, Phi.T, out=out)
         if self.intercept:
             out += Z[H][:, None]
         return out

@@ -337,3 +337,20 @@ def test_coefficients_do_not_depend_on_the_scale_of_phi(c):
     ref = CaseInfluence(ridge=0.3).fit(Phi, R)
     ci = CaseInfluence(ridge=0.3 * c * c).fit(Phi * c, R)
     assert np.allclose(ci.coefficients(Q * c), ref.coefficients(Q), rtol=1e-10, atol=1e-12)
+
+
+def test_iter_coefficients_covers_every_query_in_bounded_blocks(rng):
+    Phi, R, Q = well_posed(13, 90, 5)
+    Q = np.vstack([Q] * 7)
+    ci = CaseInfluence(intercept=True).fit(Phi, R)
+    full = ci.coefficients(Q)
+    seen = np.zeros(len(Q), dtype=int)
+    for sl, block in ci.iter_coefficients(Q, block_size=4):
+        assert block.shape == (sl.stop - sl.start, 90) and block.shape[0] <= 4
+        np.testing.assert_allclose(block, full[sl], rtol=1e-12, atol=1e-15)  # GEMM blocking
+        seen[sl] += 1
+    assert (seen == 1).all()
+    ci.topk_block_entries = 200  # default blocks sized from n: 2 queries for n = 90
+    assert max(b.shape[0] for _, b in ci.iter_coefficients(Q)) == 2
+    with pytest.raises(InputError, match="block_size"):
+        next(ci.iter_coefficients(Q, block_size=0))
