@@ -31,15 +31,18 @@ from .exceptions import (
     InputError,
     NotFittedError,
     RankDeficientError,
+    ReturnsWarning,
 )
 from .geometry import cotransformed_metric, reparameterize, zca_whitening
 from .influence import CaseInfluence, TopCases
+from .returns import returns_from_labels
 
 __version__ = "0.1.0"
 
 __all__ = [
     "CaseInfluence",
     "TopCases",
+    "returns_from_labels",
     "reparameterize",
     "zca_whitening",
     "cotransformed_metric",
@@ -59,6 +62,7 @@ __all__ = [
     "label_like_returns",
     "CBDTError",
     "DegenerateAuditWarning",
+    "ReturnsWarning",
     "InputError",
     "NotFittedError",
     "RankDeficientError",

@@ -15,6 +15,7 @@ __all__ = [
     "RankDeficientError",
     "InputError",
     "DegenerateAuditWarning",
+    "ReturnsWarning",
 ]
 
 
@@ -56,4 +57,12 @@ class DegenerateAuditWarning(UserWarning):
     Raised (as a warning) by :func:`cbdt.audit.audit_signals` when the returns are label-like
     (e.g. one-hot class labels) or have a single action, so that influence entropy and Gini
     disagreement ranked by contribution carry no information.
+    """
+
+
+class ReturnsWarning(UserWarning):
+    """The returns passed to a fit look like something else, e.g. class labels.
+
+    :meth:`cbdt.influence.CaseInfluence.fit` warns when ``R`` is one column of integer labels:
+    it would be treated as the returns of a single action.
     """

@@ -17,7 +17,9 @@ With Tikhonov regularisation the Gram matrix becomes :math:`G + \\lambda M` (eq.
 
 from __future__ import annotations
 
+import json
 import numbers
+import warnings
 from collections.abc import Iterator
 from typing import Any, Literal, NamedTuple
 
@@ -33,7 +35,7 @@ from ._validation import (
     check_k,
     check_nonnegative_scalar,
 )
-from .exceptions import InputError, NotFittedError, RankDeficientError
+from .exceptions import InputError, NotFittedError, RankDeficientError, ReturnsWarning
 
 __all__ = ["CaseInfluence", "TopCases"]
 
@@ -80,6 +82,20 @@ class CaseInfluence:
         :math:`\\lambda v^\\top M v`; default :math:`I_H`. After a reparameterisation
         :math:`\\varphi \\mapsto B\\varphi`, ``ridge_metric = B M B^T`` keeps the regularised
         coefficients invariant (Appendix B.2, :func:`cbdt.geometry.cotransformed_metric`).
+    max_condition : float, default=1e12
+        Largest condition number of :math:`G + \\lambda M` the Cholesky solver accepts.
+    chunk_size : int, default=65536
+        Rows of ``Phi`` processed at once when accumulating the Gram matrix (and when a
+        memmap ``Phi`` is read at query time).
+    batch_size : int, default=1024
+        Queries answered at once by the query methods.
+    topk_block_entries : int, default=16_000_000
+        Entries (queries x cases) of one block of contributions ranked by :meth:`top_cases`
+        and by :func:`cbdt.audit.audit_signals`, about 128 MB of float64: the (m, n)
+        contributions are never held at once.
+
+    All parameters are keyword arguments of the constructor; :meth:`get_params` and
+    :meth:`set_params` follow scikit-learn, so ``sklearn.base.clone`` works.
 
     Attributes
     ----------
@@ -127,34 +143,94 @@ class CaseInfluence:
     True
     """
 
-    #: Largest condition number of :math:`G + \lambda M` the Cholesky solver accepts.
-    max_condition: float = 1e12
-    #: Rows of ``Phi`` processed at once when accumulating the Gram matrix.
-    chunk_size: int = 65_536
-    #: Queries answered at once by the query methods.
-    batch_size: int = 1_024
-    #: Entries (queries x cases) of one block of contributions ranked by :meth:`top_cases`;
-    #: about 128 MB of float64, so the (m, n) contributions are never held at once.
-    topk_block_entries: int = 16_000_000
-
     def __init__(
         self,
         ridge: float = 0.0,
         intercept: bool = False,
         solver: Literal["auto", "cholesky", "lstsq"] = "auto",
         ridge_metric: Any = None,
+        *,
+        max_condition: float = 1e12,
+        chunk_size: int = 65_536,
+        batch_size: int = 1_024,
+        topk_block_entries: int = 16_000_000,
     ) -> None:
         self.ridge = ridge
         self.intercept = intercept
         self.solver = solver
         self.ridge_metric = ridge_metric
+        self.max_condition = max_condition
+        self.chunk_size = chunk_size
+        self.batch_size = batch_size
+        self.topk_block_entries = topk_block_entries
+
+    _PARAMS: tuple[str, ...] = (
+        "ridge",
+        "intercept",
+        "solver",
+        "ridge_metric",
+        "max_condition",
+        "chunk_size",
+        "batch_size",
+        "topk_block_entries",
+    )
+    _DEFAULTS: dict[str, Any] = {
+        "max_condition": 1e12,
+        "chunk_size": 65_536,
+        "batch_size": 1_024,
+        "topk_block_entries": 16_000_000,
+    }
+
+    def get_params(self, deep: bool = True) -> dict[str, Any]:
+        """Constructor parameters, as scikit-learn's ``get_params`` (``clone`` works).
+
+        Parameters
+        ----------
+        deep : bool, default=True
+            Accepted for compatibility; there are no nested estimators.
+
+        Returns
+        -------
+        dict
+        """
+        return {name: getattr(self, name) for name in self._PARAMS}
+
+    def set_params(self, **params: Any) -> CaseInfluence:
+        """Set constructor parameters (scikit-learn convention); refit to apply them.
+
+        Returns
+        -------
+        self : CaseInfluence
+        """
+        bad = sorted(set(params) - set(self._PARAMS))
+        if bad:
+            raise InputError(
+                f"unknown parameter(s) {bad} for CaseInfluence; valid: {list(self._PARAMS)}."
+            )
+        for name, value in params.items():
+            setattr(self, name, value)
+        return self
 
     def __repr__(self) -> str:
         metric = "None" if self.ridge_metric is None else "<matrix>"
+        extra = "".join(
+            f", {k}={getattr(self, k)!r}"
+            for k, v in self._DEFAULTS.items()
+            if getattr(self, k) != v
+        )
         return (
             f"CaseInfluence(ridge={self.ridge!r}, intercept={self.intercept!r}, "
-            f"solver={self.solver!r}, ridge_metric={metric})"
+            f"solver={self.solver!r}, ridge_metric={metric}{extra})"
         )
+
+    def _check_tunables(self) -> None:
+        mc = self.max_condition
+        if not isinstance(mc, numbers.Real) or isinstance(mc, bool) or not mc >= 1:
+            raise InputError(f"max_condition must be a number >= 1, got {mc!r}.")
+        for name in ("chunk_size", "batch_size", "topk_block_entries"):
+            v = getattr(self, name)
+            if not isinstance(v, numbers.Integral) or isinstance(v, bool) or v < 1:
+                raise InputError(f"{name} must be a positive integer, got {v!r}.")
 
     # ------------------------------------------------------------------ fitting
     def fit(self, Phi: Any, R: Any) -> CaseInfluence:
@@ -172,6 +248,7 @@ class CaseInfluence:
         self : CaseInfluence
         """
         ridge = check_nonnegative_scalar("ridge", self.ridge)
+        self._check_tunables()
         if self.solver not in ("auto", "cholesky", "lstsq"):
             raise InputError(
                 f"solver must be 'auto', 'cholesky' or 'lstsq', got {self.solver!r}."
@@ -183,6 +260,15 @@ class CaseInfluence:
         R_in = R
         R = as_float_matrix("R", R, allow_1d=True, finite=False)
         if R.ndim == 1:
+            labels = np.unique(R[np.isfinite(R)])
+            if labels.size >= 3 and np.all(labels == np.round(labels)):
+                warnings.warn(
+                    f"R is one column of {labels.size} distinct integer values: it is fitted as "
+                    "the returns of ONE action, not as class labels. For a classifier pass "
+                    "cbdt.returns_from_labels(y), one action per class.",
+                    ReturnsWarning,
+                    stacklevel=2,
+                )
             R = R[:, None]
         if isinstance(R_in, np.ndarray) and np.shares_memory(R, R_in):
             R = R.copy()  # cached: editing the caller's R later must not break Prop. 1
@@ -308,6 +394,97 @@ class CaseInfluence:
         if self.intercept:
             G[H, H] = n
         return 0.5 * (G + G.T), PtR, max_abs
+
+    # ------------------------------------------------------------------ persistence
+    _FORMAT = 1
+
+    def save(self, path: Any, *, include_phi: bool = True) -> None:
+        """Write the fitted decomposition to an ``.npz`` file (no pickle).
+
+        The file holds the constructor parameters, the factor of :math:`G + \\lambda M`, the
+        readout, the returns and, unless ``include_phi=False``, the training representations
+        :math:`\\Phi` (a memmap is written out in full). Without :math:`\\Phi` the loaded object
+        still answers :meth:`scores` and :meth:`leverage`, but not the coefficients, which
+        need :math:`\\Phi` (eq. 10).
+
+        Parameters
+        ----------
+        path : str or path-like
+            Target file; numpy appends ``.npz`` when missing.
+        include_phi : bool, default=True
+        """
+        self._check_fitted()
+        params = {k: getattr(self, k) for k in self._PARAMS if k != "ridge_metric"}
+        arrays: dict[str, np.ndarray] = {
+            "format": np.array(self._FORMAT),
+            "params": np.array(json.dumps(params)),
+            "gram_scaled": self._gram_scaled,
+            "returns": self.returns_,
+            "V": self._V,
+            "fitted": np.array(
+                [self._scale, self.rank_, self.condition_number_, self.n_cases_,
+                 self.n_features_, self.n_actions_]
+            ),
+            "solver_": np.array(self.solver_),
+        }
+        if self.ridge_metric is not None:
+            arrays["ridge_metric"] = np.asarray(self.ridge_metric, dtype=np.float64)
+        if self._factor is not None:
+            arrays["cho_factor"], arrays["cho_lower"] = self._factor[0], np.array(self._factor[1])
+        else:
+            arrays["eig_U"], arrays["eig_w"] = self._eig
+        if include_phi:
+            arrays["Phi"] = np.asarray(self._Phi, dtype=np.float64)
+        np.savez(path, **arrays)
+
+    @classmethod
+    def load(cls, path: Any) -> CaseInfluence:
+        """Read a decomposition written by :meth:`save`.
+
+        Returns
+        -------
+        CaseInfluence
+            Fitted; ``coefficients`` and the methods built on them raise
+            :class:`~cbdt.exceptions.InputError` when the file was saved without ``Phi``.
+        """
+        with np.load(path, allow_pickle=False) as f:
+            if "format" not in f or int(f["format"]) != cls._FORMAT:
+                raise InputError(
+                    f"{path!s} is not a CaseInfluence file of format {cls._FORMAT} (written by "
+                    "CaseInfluence.save)."
+                )
+            params = json.loads(str(f["params"]))
+            metric = f["ridge_metric"] if "ridge_metric" in f else None
+            ci = cls(ridge_metric=metric, **params)
+            scale, rank, cond, n, H, A = f["fitted"].tolist()
+            ci._scale = float(scale)
+            ci.rank_, ci.condition_number_ = int(rank), float(cond)
+            ci.n_cases_, ci.n_features_, ci.n_actions_ = int(n), int(H), int(A)
+            ci.solver_ = str(f["solver_"])
+            ci._gram_scaled = f["gram_scaled"]
+            Hp = ci.n_features_ + int(ci.intercept)
+            D = np.full(Hp, 1.0 / ci._scale)
+            if ci.intercept:
+                D[-1] = 1.0
+            with np.errstate(over="ignore"):
+                ci.gram_ = ci._gram_scaled * D[:, None] * D[None, :]
+            ci.returns_ = f["returns"]
+            ci._returns_t = np.ascontiguousarray(ci.returns_.T)
+            ci._V = f["V"]
+            if "cho_factor" in f:
+                ci._factor, ci._eig = (f["cho_factor"], bool(f["cho_lower"])), None
+            else:
+                ci._factor, ci._eig = None, (f["eig_U"], f["eig_w"])
+            ci._Phi = f["Phi"] if "Phi" in f else None
+        for arr in (ci.gram_, ci.returns_, ci._returns_t) + (
+            () if ci._Phi is None else (ci._Phi,)
+        ):
+            arr.setflags(write=False)
+        Hf = ci.n_features_
+        ci.readout_ = ci._V[:Hf] * ci._scale if ci._scale != 1.0 else ci._V[:Hf].copy()
+        if ci.intercept:
+            ci.intercept_ = ci._V[Hf].copy()
+        return ci
 
     # ------------------------------------------------------------------ queries
     def coefficients(self, phi: Any) -> np.ndarray:
@@ -556,9 +733,15 @@ class CaseInfluence:
 
     def _alpha(self, Q: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
         """alpha for a batch of validated queries, shape (b, n), written into ``out``."""
+        Phi = self._Phi
+        if Phi is None:
+            raise InputError(
+                "this CaseInfluence was loaded from a file saved with include_phi=False: the "
+                "coefficients alpha(x) = Phi G^-1 phi(x) need the training representations. "
+                "Save with include_phi=True, or use scores() and leverage(), which do not."
+            )
         Z = self._solve(self._augment(Q).T)  # (H', b)
         H = self.n_features_
-        Phi = self._Phi
         if self._scale != 1.0:  # alpha = (c Phi) z = Phi (c z)
             Z = Z.copy()
             Z[:H] *= self._scale

@@ -354,3 +354,71 @@ def test_iter_coefficients_covers_every_query_in_bounded_blocks(rng):
     assert max(b.shape[0] for _, b in ci.iter_coefficients(Q)) == 2
     with pytest.raises(InputError, match="block_size"):
         next(ci.iter_coefficients(Q, block_size=0))
+
+
+def test_tunables_are_constructor_parameters_and_clone_works(rng):
+    from sklearn.base import clone
+
+    ci = CaseInfluence(ridge=0.5, intercept=True, batch_size=7, chunk_size=13,
+                       max_condition=1e10, topk_block_entries=999)
+    assert ci.get_params()["batch_size"] == 7 and ci.get_params()["chunk_size"] == 13
+    twin = clone(ci)
+    assert twin is not ci and twin.get_params() == ci.get_params()
+    assert "batch_size=7" in repr(ci) and "batch_size" not in repr(CaseInfluence())
+    assert ci.set_params(batch_size=3) is ci and ci.batch_size == 3
+    with pytest.raises(InputError, match="unknown parameter"):
+        ci.set_params(batchsize=3)
+    Phi, R, Q = well_posed(14, 60, 4)
+    a = CaseInfluence(chunk_size=7, batch_size=2).fit(Phi, R).coefficients(Q)
+    np.testing.assert_allclose(a, CaseInfluence().fit(Phi, R).coefficients(Q), rtol=1e-12,
+                               atol=1e-15)
+    for bad in (dict(batch_size=0), dict(chunk_size=1.5), dict(max_condition=0.5)):
+        with pytest.raises(InputError, match="must be"):
+            CaseInfluence(**bad).fit(Phi, R)
+
+
+@pytest.mark.parametrize("kw", [dict(), dict(intercept=True, ridge=0.2),
+                                dict(solver="lstsq"), dict(intercept=True)])
+def test_save_and_load_round_trip_without_pickle(tmp_path, kw):
+    Phi, R, Q = well_posed(15, 70, 5)
+    if kw.get("intercept") and "ridge" not in kw:
+        Phi = Phi * 1e200  # exercises the rescaled path
+        Q = Q * 1e200
+    ci = CaseInfluence(batch_size=5, **kw).fit(Phi, R)
+    ci.save(tmp_path / "ci.npz")
+    back = CaseInfluence.load(tmp_path / "ci.npz")
+    assert back.get_params()["batch_size"] == 5 and back.solver_ == ci.solver_
+    np.testing.assert_array_equal(back.coefficients(Q), ci.coefficients(Q))
+    np.testing.assert_array_equal(back.scores(Q), ci.scores(Q))
+    np.testing.assert_array_equal(back.leverage(Q), ci.leverage(Q))
+    np.testing.assert_array_equal(back.readout_, ci.readout_)
+    pd_a = cbdt.audit_signals(back, Q)
+    pd_b = cbdt.audit_signals(ci, Q)
+    assert pd_a.equals(pd_b)
+    # without Phi: scores still work, coefficients say what is missing
+    ci.save(tmp_path / "light.npz", include_phi=False)
+    light = CaseInfluence.load(tmp_path / "light.npz")
+    np.testing.assert_array_equal(light.scores(Q), ci.scores(Q))
+    with pytest.raises(InputError, match="include_phi=False"):
+        light.coefficients(Q)
+    np.savez(tmp_path / "other.npz", x=np.ones(2))
+    with pytest.raises(InputError, match="not a CaseInfluence file"):
+        CaseInfluence.load(tmp_path / "other.npz")
+
+
+def test_integer_labels_as_one_column_of_returns_warn(rng):
+    Phi = rng.normal(size=(40, 3))
+    y = rng.integers(0, 4, size=40)
+    with pytest.warns(cbdt.ReturnsWarning, match="returns_from_labels"):
+        CaseInfluence().fit(Phi, y)
+    R = cbdt.returns_from_labels(y, n_classes=4)
+    assert R.shape == (40, 4) and np.array_equal(R.argmax(1), y)
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", cbdt.ReturnsWarning)
+        CaseInfluence().fit(Phi, R)
+        CaseInfluence().fit(Phi, rng.normal(size=40))  # real-valued returns of one action
+        CaseInfluence().fit(Phi, (y > 1).astype(float))  # a 0/1 return is a return
+    with pytest.raises(InputError, match="non-integer"):
+        cbdt.returns_from_labels([0.5, 1.0])

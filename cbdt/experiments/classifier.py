@@ -59,6 +59,8 @@ from ..audit import audit_signals
 from ..exceptions import DegenerateAuditWarning, InputError, RankDeficientError
 from ..metrics import mean_ci, roc_auc
 from ..models import CaseNetwork, ProbeFidelity
+from ..returns import _labels as _core_labels
+from ..returns import returns_from_labels
 
 __all__ = [
     "SEEDS",
@@ -198,73 +200,12 @@ class ClassifierRun:
 
 # ---------------------------------------------------------------------- inputs
 def _labels(y: Any, name: str = "y") -> np.ndarray:
-    """``y`` as a 1-D int64 array of non-negative class indices, or an InputError."""
-    arr = np.asarray(y)
-    if arr.ndim != 1 or arr.size == 0:
-        raise InputError(f"{name} must be a non-empty 1-D array of class labels, got shape "
-                         f"{arr.shape}.")
-    if arr.dtype.kind == "f":
-        if not np.isfinite(arr).all() or not (arr == np.round(arr)).all():
-            bad = arr[~(np.isfinite(arr) & (arr == np.round(arr)))][0]
-            raise InputError(
-                f"{name} must hold integer class indices 0..C-1; found the non-integer value "
-                f"{bad!r}. Encode the labels first, e.g. np.unique({name}, "
-                "return_inverse=True)[1]."
-            )
-    elif arr.dtype.kind not in "iu":
-        raise InputError(
-            f"{name} must hold integer class indices 0..C-1, got dtype {arr.dtype}. Encode the "
-            f"labels first, e.g. np.unique({name}, return_inverse=True)[1]."
-        )
-    if arr.min() < 0:
-        raise InputError(
-            f"{name} must hold non-negative class indices 0..C-1; found {arr.min()!r}."
-        )
-    return arr.astype(np.int64)
+    return _core_labels(y, name)
 
 
 def one_hot(y: Any, n_classes: int | None = None) -> np.ndarray:
-    """One-hot returns :math:`r_i(a) = \\mathbf 1\\{y_i = a\\}` of integer class labels.
-
-    Parameters
-    ----------
-    y : array-like of int of shape (n,)
-        Class indices ``0..C-1`` (integer dtype, or floats with integer values).
-    n_classes : int, optional
-        ``C``; default ``max(y) + 1``.
-
-    Returns
-    -------
-    ndarray of float64 of shape (n, C)
-        Row ``i`` is 1 at column ``y[i]`` and 0 elsewhere.
-
-    Raises
-    ------
-    InputError
-        For non-integer, negative or non-1-D labels, or labels ``>= n_classes``.
-
-    Examples
-    --------
-    >>> one_hot([0, 2, 1])
-    array([[1., 0., 0.],
-           [0., 0., 1.],
-           [0., 1., 0.]])
-    """
-    lab = _labels(y)
-    if n_classes is None:
-        C = int(lab.max()) + 1
-    else:
-        if not isinstance(n_classes, numbers.Integral) or isinstance(n_classes, bool) \
-                or n_classes < 1:
-            raise InputError(f"n_classes must be a positive integer, got {n_classes!r}.")
-        C = int(n_classes)
-        if lab.max() >= C:
-            raise InputError(
-                f"y holds the label {int(lab.max())} but n_classes = {C} allows only 0..{C - 1}."
-            )
-    out = np.zeros((lab.size, C), dtype=np.float64)
-    out[np.arange(lab.size), lab] = 1.0
-    return out
+    """One-hot returns of integer class labels: :func:`cbdt.returns_from_labels`."""
+    return returns_from_labels(y, n_classes)
 
 
 def split_indices(
