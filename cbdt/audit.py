@@ -366,7 +366,7 @@ def audit_signals(
         step = int(batch_size)
     ent = np.empty(m)
     gini = np.empty(m)
-    for s in range(0, m, step):
+    for s in influence._blocks(m, step, "audit_signals"):
         sl = slice(s, s + step)
         if rank_by == "contribution":
             W = influence.contributions(Phi_q[sl], sel[sl])

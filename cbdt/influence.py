@@ -24,6 +24,7 @@ from collections.abc import Iterator
 from typing import Any, Literal, NamedTuple
 
 import numpy as np
+import pandas as pd
 from scipy import linalg
 
 from ._ranking import top_k_indices
@@ -37,7 +38,7 @@ from ._validation import (
 )
 from .exceptions import InputError, NotFittedError, RankDeficientError, ReturnsWarning
 
-__all__ = ["CaseInfluence", "TopCases"]
+__all__ = ["CaseInfluence", "TopCases", "Explanation"]
 
 _EPS = np.finfo(np.float64).eps
 
@@ -55,6 +56,22 @@ class TopCases(NamedTuple):
 
     indices: np.ndarray
     contributions: np.ndarray
+
+
+class Explanation(NamedTuple):
+    """Result of :meth:`CaseInfluence.explain`.
+
+    Attributes
+    ----------
+    cases : pandas.DataFrame
+        One row per (query, rank): ``query, rank, case_id, alpha, psi, return, case_action,
+        effect``.
+    signals : pandas.DataFrame
+        One row per query (index ``query``): ``action, score, margin, entropy, gini, risk``.
+    """
+
+    cases: pd.DataFrame
+    signals: pd.DataFrame
 
 
 class CaseInfluence:
@@ -154,6 +171,7 @@ class CaseInfluence:
         chunk_size: int = 65_536,
         batch_size: int = 1_024,
         topk_block_entries: int = 16_000_000,
+        progress: bool = False,
     ) -> None:
         self.ridge = ridge
         self.intercept = intercept
@@ -163,6 +181,7 @@ class CaseInfluence:
         self.chunk_size = chunk_size
         self.batch_size = batch_size
         self.topk_block_entries = topk_block_entries
+        self.progress = progress
 
     _PARAMS: tuple[str, ...] = (
         "ridge",
@@ -173,12 +192,14 @@ class CaseInfluence:
         "chunk_size",
         "batch_size",
         "topk_block_entries",
+        "progress",
     )
     _DEFAULTS: dict[str, Any] = {
         "max_condition": 1e12,
         "chunk_size": 65_536,
         "batch_size": 1_024,
         "topk_block_entries": 16_000_000,
+        "progress": False,
     }
 
     def get_params(self, deep: bool = True) -> dict[str, Any]:
@@ -222,6 +243,15 @@ class CaseInfluence:
             f"CaseInfluence(ridge={self.ridge!r}, intercept={self.intercept!r}, "
             f"solver={self.solver!r}, ridge_metric={metric}{extra})"
         )
+
+    def _blocks(self, m: int, step: int, what: str) -> Any:
+        """Block starts ``0, step, ...``; a tqdm bar when ``progress`` and several blocks."""
+        starts = range(0, m, step)
+        if self.progress and len(starts) > 1:
+            from tqdm.auto import tqdm
+
+            return tqdm(starts, desc=what, unit="block", leave=False)
+        return starts
 
     def _check_tunables(self) -> None:
         mc = self.max_condition
@@ -503,7 +533,7 @@ class CaseInfluence:
         """
         Q, single = self._check_query(phi)
         out = np.empty((Q.shape[0], self.n_cases_))
-        for s in range(0, Q.shape[0], self.batch_size):
+        for s in self._blocks(Q.shape[0], self.batch_size, "coefficients"):
             self._alpha(Q[s : s + self.batch_size], out=out[s : s + self.batch_size])
         return out[0] if single else out
 
@@ -596,11 +626,124 @@ class CaseInfluence:
         Q, single = self._check_query(phi)
         acts = check_action(action, self.n_actions_, Q.shape[0])
         out = np.empty((Q.shape[0], self.n_cases_))
-        for s in range(0, Q.shape[0], self.batch_size):
+        for s in self._blocks(Q.shape[0], self.batch_size, "contributions"):
             sl = slice(s, s + self.batch_size)
             self._alpha(Q[sl], out=out[sl])
             out[sl] *= self._returns_t[acts[sl]]  # rows of R^T: contiguous, in place
         return out[0] if single else out
+
+    def explain(
+        self,
+        phi: Any,
+        k: int = 10,
+        *,
+        case_ids: Any = None,
+        action: Any = None,
+        gamma: float = 1.0,
+        eps: float = 1e-12,
+        rank_by: Literal["contribution", "coefficient"] = "contribution",
+    ) -> Explanation:
+        """One-call case account of many decisions: top cases and audit signals (Sec. 4).
+
+        Computes :math:`\\alpha(x)` once per query block and returns, for every query, its
+        ``k`` strongest cases (eq. 15) and its signals (eq. 16-20), with the caller's case
+        ids.
+
+        Parameters
+        ----------
+        phi : array-like of shape (m, H) or (H,)
+            Query representations.
+        k : int, default=10
+            Cases listed per query, and the top-k of eq. 16-18.
+        case_ids : array-like of shape (n,) or pandas.Index, optional
+            Labels of the training cases (e.g. the index of the training DataFrame); default
+            the positions ``0..n-1``.
+        action : int or array-like of int of shape (m,), optional
+            Audited action per query; default the readout's choice :math:`\\arg\\max_a Q`.
+        gamma, eps : float
+            As in :func:`cbdt.audit.risk_score`.
+        rank_by : {"contribution", "coefficient"}, default="contribution"
+            Rank cases (and form eq. 16-18) by :math:`|\\psi_i|` or by :math:`|\\alpha_i|`
+            (:func:`cbdt.audit.audit_signals`).
+
+        Returns
+        -------
+        Explanation
+            ``cases``: one row per (query, rank) with ``query, rank, case_id, alpha, psi,
+            return, case_action, effect`` (``"raises"`` or ``"lowers"`` the audited score);
+            ``signals``: one row per query with ``action, score, margin, entropy, gini,
+            risk``.
+        """
+        from .audit import _check_eps, _entropy, _top_k_action_stats
+
+        if rank_by not in ("contribution", "coefficient"):
+            raise InputError(
+                f"rank_by must be 'contribution' or 'coefficient', got {rank_by!r}."
+            )
+        Q, _ = self._check_query(phi)
+        n, A = self.n_cases_, self.n_actions_
+        k = check_k(k, n)
+        eps = _check_eps(eps)
+        gamma = check_nonnegative_scalar("gamma", gamma)
+        ids = self._case_ids(case_ids)
+        m = Q.shape[0]
+        S = self._augment(Q) @ self._V
+        acts = np.argmax(S, axis=1) if action is None else check_action(action, A, m)
+        srt = np.sort(S, axis=1)
+        margin = srt[:, -1] - srt[:, -2] if A > 1 else np.full(m, np.nan)
+        a_star = np.argmax(self.returns_, axis=1)
+        idx = np.empty((m, k), dtype=np.intp)
+        alpha_k = np.empty((m, k))
+        ent = np.empty(m)
+        gini = np.empty(m)
+        step = max(1, min(self.batch_size, self.topk_block_entries // n))
+        for s in self._blocks(m, step, "explain"):
+            sl = slice(s, s + step)
+            alpha = self._alpha(Q[sl])
+            psi = alpha * self._returns_t[acts[sl]]
+            W = psi if rank_by == "contribution" else alpha
+            pi, q = _top_k_action_stats(W, a_star, A, k, eps)
+            ent[sl] = _entropy(pi)
+            gini[sl] = 1.0 - (q**2).sum(axis=1)
+            idx[sl] = top_k_indices(np.abs(W), k)
+            alpha_k[sl] = np.take_along_axis(alpha, idx[sl], axis=1)
+        ret = self.returns_[idx, acts[:, None]]
+        psi_k = alpha_k * ret
+        cases = pd.DataFrame(
+            {
+                "query": np.repeat(np.arange(m), k),
+                "rank": np.tile(np.arange(1, k + 1), m),
+                "case_id": np.asarray(ids)[idx.ravel()],
+                "alpha": alpha_k.ravel(),
+                "psi": psi_k.ravel(),
+                "return": ret.ravel(),
+                "case_action": a_star[idx.ravel()],
+                "effect": np.where(psi_k.ravel() >= 0, "raises", "lowers"),
+            }
+        )
+        signals = pd.DataFrame(
+            {
+                "action": acts,
+                "score": S[np.arange(m), acts],
+                "margin": margin,
+                "entropy": ent,
+                "gini": gini,
+                "risk": ent + gamma * gini,
+            }
+        )
+        signals.index.name = "query"
+        return Explanation(cases, signals)
+
+    def _case_ids(self, case_ids: Any) -> np.ndarray:
+        if case_ids is None:
+            return np.arange(self.n_cases_)
+        ids = np.asarray(case_ids.to_numpy() if hasattr(case_ids, "to_numpy") else case_ids)
+        if ids.ndim != 1 or ids.shape[0] != self.n_cases_:
+            raise InputError(
+                f"case_ids must name every training case: one label per row of Phi (n = "
+                f"{self.n_cases_}), got shape {ids.shape}."
+            )
+        return ids
 
     def top_cases(
         self,
@@ -632,7 +775,7 @@ class CaseInfluence:
         # query blocks of bounded size: only (m, k) results are kept, never the (m, n)
         # contributions (16,000 x 32,000 of them would not fit in memory)
         step = int(min(self.batch_size, max(1, self.topk_block_entries // self.n_cases_)))
-        for s in range(0, m, step):
+        for s in self._blocks(m, step, "top_cases"):
             sl = slice(s, s + step)
             psi = self._alpha(Q[sl])
             psi *= self._returns_t[acts[sl]]

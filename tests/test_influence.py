@@ -422,3 +422,52 @@ def test_integer_labels_as_one_column_of_returns_warn(rng):
         CaseInfluence().fit(Phi, (y > 1).astype(float))  # a 0/1 return is a return
     with pytest.raises(InputError, match="non-integer"):
         cbdt.returns_from_labels([0.5, 1.0])
+
+
+def test_explain_is_one_call_for_top_cases_and_signals(rng):
+    import pandas as pd
+
+    Phi, R, Q = well_posed(16, 80, 5)
+    ci = CaseInfluence(intercept=True, batch_size=3).fit(Phi, R)
+    ids = pd.Index([f"case-{i}" for i in range(80)], name="id")
+    ex = ci.explain(Q, k=6, case_ids=ids)
+    m = len(Q)
+    assert list(ex.cases.columns) == ["query", "rank", "case_id", "alpha", "psi", "return",
+                                      "case_action", "effect"]
+    assert len(ex.cases) == 6 * m and len(ex.signals) == m
+    sel = ci.scores(Q).argmax(1)
+    top = ci.top_cases(Q, sel, k=6)
+    got = ex.cases["case_id"].to_numpy().reshape(m, 6)
+    np.testing.assert_array_equal(got, ids.to_numpy()[top.indices])
+    np.testing.assert_allclose(ex.cases["psi"].to_numpy().reshape(m, 6), top.contributions,
+                               rtol=1e-12, atol=1e-15)
+    alpha = ci.coefficients(Q)
+    np.testing.assert_allclose(ex.cases["alpha"].to_numpy().reshape(m, 6),
+                               np.take_along_axis(alpha, top.indices, 1), rtol=1e-12, atol=1e-15)
+    assert (ex.cases["effect"] == np.where(ex.cases["psi"] >= 0, "raises", "lowers")).all()
+    sig = cbdt.audit_signals(ci, Q, k=6)
+    for col in ("action", "score", "margin", "entropy", "gini", "risk"):
+        np.testing.assert_allclose(ex.signals[col].to_numpy(), sig[col].to_numpy(),
+                                   rtol=1e-12, atol=1e-14)
+    # audited action and the coefficient ranking carry through
+    ex1 = ci.explain(Q[0], k=3, action=1, rank_by="coefficient")
+    assert (ex1.signals["action"] == 1).all() and len(ex1.cases) == 3
+    order = np.argsort(-np.abs(alpha[0]), kind="stable")[:3]
+    np.testing.assert_array_equal(ex1.cases["case_id"], order)
+    with pytest.raises(InputError, match="case_ids must name every training case"):
+        ci.explain(Q, case_ids=np.arange(5))
+
+
+def test_progress_bar_only_when_asked(capsys):
+    Phi, R, Q = well_posed(17, 60, 4)
+    quiet = CaseInfluence(batch_size=2).fit(Phi, R)
+    loud = CaseInfluence(batch_size=2, progress=True).fit(Phi, R)
+    a = quiet.coefficients(Q)
+    quiet.top_cases(Q, 0, k=3)
+    cbdt.audit_signals(quiet, Q, batch_size=2)
+    assert capsys.readouterr().err == ""
+    np.testing.assert_array_equal(a, loud.coefficients(Q))
+    assert "coefficients" in capsys.readouterr().err
+    loud.top_cases(Q, 0, k=3)
+    cbdt.audit_signals(loud, Q, batch_size=2)
+    assert "top_cases" in capsys.readouterr().err
