@@ -79,6 +79,14 @@ def top_k_cases(psi: Any, k: int = 10) -> np.ndarray:
 
     Strongest first; ties go to the lower case index.
 
+    Parameters
+    ----------
+    psi : array-like of shape (m, n) or (n,)
+        Contributions :math:`\\psi_i(a, x)` (eq. 15) of one action per query, or coefficients
+        :math:`\\alpha(x)` for the coefficient ranking.
+    k : int, default=10
+        Number of cases, ``1 <= k <= n``.
+
     Returns
     -------
     ndarray of int of shape (m, k), or (k,) for a 1-D ``psi``
@@ -201,9 +209,20 @@ def gini_disagreement(psi: Any, case_actions: Any, n_actions: int, k: int = 10) 
     :math:`0 \\le D_{Gini} \\le 1 - 1/|A|` (the upper bound is reached only when ``k`` is a
     multiple of :math:`|A|`).
 
+    Parameters
+    ----------
+    psi : array-like of shape (m, n) or (n,)
+        Contributions of the audited action per query (eq. 15).
+    case_actions : array-like of int of shape (n,)
+        Case-optimal actions :math:`a_i^*`.
+    n_actions : int
+        :math:`|A|`.
+    k : int, default=10
+        Size of the top set :math:`T_k` (eq. 18 fixes 10).
+
     Returns
     -------
-    ndarray of shape (m,), or a float
+    ndarray of shape (m,), or a float for a 1-D ``psi``
     """
     q = np.atleast_2d(top_action_distribution(psi, case_actions, n_actions, k))
     D = 1.0 - (q**2).sum(axis=1)
@@ -224,9 +243,24 @@ def risk_score(
     contributions of the readout's selected action :math:`a_x = \\arg\\max_a Q(x, a)`; the same
     top-k set (``k = 10``, eq. 18) is used for both terms.
 
+    Parameters
+    ----------
+    psi_selected : array-like of shape (m, n) or (n,)
+        Contributions :math:`\\psi_i(a_x, x)` of the selected action (eq. 15).
+    case_actions : array-like of int of shape (n,)
+        Case-optimal actions :math:`a_i^*`.
+    n_actions : int
+        :math:`|A|`.
+    gamma : float, default=1.0
+        Weight :math:`\\gamma \\ge 0` of the Gini term.
+    k : int, default=10
+        Top-k size of eq. 16-18.
+    eps : float, default=1e-12
+        Smoothing of eq. 16 (``0``: the limit, see :func:`influence_distribution`).
+
     Returns
     -------
-    ndarray of shape (m,), or a float
+    ndarray of shape (m,), or a float for a 1-D ``psi_selected``
     """
     gamma = check_nonnegative_scalar("gamma", gamma)
     H = influence_entropy(psi_selected, case_actions, n_actions, k, eps)
@@ -300,7 +334,12 @@ def audit_signals(
         The audited action :math:`a_x` of each query. Default: the readout's selected action
         :math:`\\arg\\max_a Q(x, a)` (eq. 20). Pass e.g. a network's own decisions to audit
         those.
-    k, gamma, eps : see :func:`risk_score`.
+    k : int, default=10
+        Top-k size of eq. 16-18.
+    gamma : float, default=1.0
+        Weight of the Gini term in eq. 20.
+    eps : float, default=1e-12
+        Smoothing of eq. 16; ``0`` is the limit :math:`\\varepsilon \\to 0`.
     rank_by : {"contribution", "coefficient"}, default="contribution"
         How the top-k set :math:`I_k` and its masses are formed. ``"contribution"`` is the
         paper's eq. 16/18: rank by :math:`|\\psi_i(a_x, x)|` with masses

@@ -577,6 +577,11 @@ class CaseInfluence:
         Computed from the readout, not by summing :math:`\\alpha R`; the two agree to
         rounding error (Proposition 1).
 
+        Parameters
+        ----------
+        phi : array-like of shape (m, H) or (H,)
+            Query representations :math:`\\varphi(x)`.
+
         Returns
         -------
         ndarray of shape (m, |A|), or (|A|,) for a 1-D query
@@ -757,6 +762,18 @@ class CaseInfluence:
         Sec. 4 (i): ``order="abs"`` ranks by :math:`|\\psi_i|` (the most influential cases),
         ``"positive"`` by :math:`\\psi_i` descending (strongest support), ``"negative"`` by
         :math:`\\psi_i` ascending (strongest offsets). Ties go to the lower case index.
+        Queries are ranked in blocks of about ``topk_block_entries`` values, so only the
+        ``(m, k)`` result is kept, never the ``(m, n)`` contributions.
+
+        Parameters
+        ----------
+        phi : array-like of shape (m, H) or (H,)
+            Query representations.
+        action : int or array-like of int of shape (m,)
+            The action whose score is explained, one for all queries or one per query.
+        k : int, default=10
+            Cases per query, ``1 <= k <= n``.
+        order : {"abs", "positive", "negative"}, default="abs"
 
         Returns
         -------
