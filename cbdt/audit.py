@@ -99,8 +99,8 @@ def top_k_cases(psi: Any, k: int = 10) -> np.ndarray:
 
 def _top_k_action_stats(
     W: np.ndarray, a: np.ndarray, n_actions: int, k: int, eps: float
-) -> tuple[np.ndarray, np.ndarray]:
-    """One top-k pass: :math:`\\pi_k` (eq. 16) and :math:`q_x` (eq. 18) of an (m, n) block."""
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """One top-k pass: :math:`\\pi_k` (eq. 16), :math:`q_x` (eq. 18) and the top-k indices."""
     mass = np.abs(W)
     idx = top_k_indices(mass, k)
     m_top = np.take_along_axis(mass, idx, axis=1)  # (m, k)
@@ -113,7 +113,15 @@ def _top_k_action_stats(
         total = num.sum(axis=1, keepdims=True)  # a one-action row is then exactly (0.., 1, ..0)
         pi = np.divide(num, total, out=np.full_like(num, 1.0 / n_actions), where=total > 0)
     q = votes.sum(axis=1) / k
-    return pi, q
+    return pi, q, idx
+
+
+def _block_signals(
+    W: np.ndarray, a: np.ndarray, n_actions: int, k: int, eps: float
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Entropy (eq. 17), Gini (eq. 19) and top-k indices of an (m, n) block of weights."""
+    pi, q, idx = _top_k_action_stats(W, a, n_actions, k, eps)
+    return _entropy(pi), 1.0 - (q**2).sum(axis=1), idx
 
 
 def influence_distribution(
@@ -153,7 +161,7 @@ def influence_distribution(
     a = _check_case_actions(case_actions, P.shape[1], int(n_actions))
     k = check_k(k, P.shape[1])
     eps = _check_eps(eps)
-    pi, _ = _top_k_action_stats(P, a, int(n_actions), k, eps)
+    pi, _, _ = _top_k_action_stats(P, a, int(n_actions), k, eps)
     return pi[0] if single else pi
 
 
@@ -411,9 +419,7 @@ def audit_signals(
             W = influence.contributions(Phi_q[sl], sel[sl])
         else:
             W = influence.coefficients(Phi_q[sl])
-        pi, q = _top_k_action_stats(W, a, n_actions, k, eps)
-        ent[sl] = _entropy(pi)
-        gini[sl] = 1.0 - (q**2).sum(axis=1)
+        ent[sl], gini[sl], _ = _block_signals(W, a, n_actions, k, eps)
     return pd.DataFrame(
         {
             "action": sel,

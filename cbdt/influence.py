@@ -679,7 +679,7 @@ class CaseInfluence:
             ``signals``: one row per query with ``action, score, margin, entropy, gini,
             risk``.
         """
-        from .audit import _check_eps, _entropy, _top_k_action_stats
+        from .audit import _block_signals, _check_eps
 
         if rank_by not in ("contribution", "coefficient"):
             raise InputError(
@@ -707,10 +707,7 @@ class CaseInfluence:
             alpha = self._alpha(Q[sl])
             psi = alpha * self._returns_t[acts[sl]]
             W = psi if rank_by == "contribution" else alpha
-            pi, q = _top_k_action_stats(W, a_star, A, k, eps)
-            ent[sl] = _entropy(pi)
-            gini[sl] = 1.0 - (q**2).sum(axis=1)
-            idx[sl] = top_k_indices(np.abs(W), k)
+            ent[sl], gini[sl], idx[sl] = _block_signals(W, a_star, A, k, eps)
             alpha_k[sl] = np.take_along_axis(alpha, idx[sl], axis=1)
         ret = self.returns_[idx, acts[:, None]]
         psi_k = alpha_k * ret

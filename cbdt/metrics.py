@@ -34,6 +34,7 @@ from .exceptions import InputError
 
 __all__ = [
     "mean_ci",
+    "mean_ci_finite",
     "format_mean_ci",
     "summarize_seeds",
     "pearson",
@@ -68,6 +69,26 @@ def mean_ci(values: Any, confidence: float = 0.95) -> tuple[float, float]:
     s = v.shape[0]
     half = stats.t.ppf(0.5 + confidence / 2, s - 1) * v.std(ddof=1) / np.sqrt(s)
     return float(v.mean()), float(half)
+
+
+def mean_ci_finite(values: Any, confidence: float = 0.95) -> tuple[float, float, int]:
+    """:func:`mean_ci` over the finite values only, for seeds where a measure is undefined.
+
+    Returns
+    -------
+    mean, half_width : float
+        NaN mean without a finite value; NaN half-width with fewer than two.
+    n : int
+        Number of finite values used.
+    """
+    v = np.asarray(values, dtype=float).ravel()
+    v = v[np.isfinite(v)]
+    if v.size == 0:
+        return float("nan"), float("nan"), 0
+    if v.size == 1:
+        return float(v[0]), float("nan"), 1
+    m, h = mean_ci(v, confidence)
+    return m, h, int(v.size)
 
 
 def format_mean_ci(mean: float, half_width: float, digits: int = 3) -> str:

@@ -57,7 +57,7 @@ import pandas as pd
 from .._validation import as_float_matrix, check_nonnegative_scalar
 from ..audit import audit_signals
 from ..exceptions import DegenerateAuditWarning, InputError, RankDeficientError
-from ..metrics import mean_ci, roc_auc
+from ..metrics import mean_ci_finite, roc_auc
 from ..models import CaseNetwork, ProbeFidelity
 from ..returns import _labels as _core_labels
 from ..returns import returns_from_labels
@@ -495,14 +495,8 @@ def summarize_classifier(df: pd.DataFrame, confidence: float = 0.95) -> pd.DataF
         raise InputError(f"df must be the DataFrame of classifier_audit (columns {sorted(need)}).")
     rows = []
     for score, g in df.groupby("score", sort=False):
-        auc = g["auc"].to_numpy(dtype=float)
-        ok = auc[np.isfinite(auc)]
-        if ok.size >= 2:
-            a_mean, a_ci = mean_ci(ok, confidence)
-        else:
-            a_mean, a_ci = (float(ok[0]) if ok.size else np.nan), np.nan
-        err = g["error_rate"].to_numpy(dtype=float)
-        e_mean, e_ci = mean_ci(err, confidence) if err.size >= 2 else (float(err[0]), np.nan)
+        a_mean, a_ci, n_ok = mean_ci_finite(g["auc"].to_numpy(dtype=float), confidence)
+        e_mean, e_ci, _ = mean_ci_finite(g["error_rate"].to_numpy(dtype=float), confidence)
         notes = [n for n in dict.fromkeys(g["note"]) if n]
         rows.append(
             {
@@ -511,7 +505,7 @@ def summarize_classifier(df: pd.DataFrame, confidence: float = 0.95) -> pd.DataF
                 "rank_by": g["rank_by"].iloc[0],
                 "auc_mean": a_mean,
                 "auc_ci": a_ci,
-                "n_defined": int(ok.size),
+                "n_defined": n_ok,
                 "n_seeds": len(g),
                 "auc_raw_mean": float(np.nanmean(g["auc_raw"])) if g["auc_raw"].notna().any()
                 else np.nan,

@@ -80,7 +80,7 @@ from ..audit import audit_signals
 from ..decision import kernel_supports
 from ..exceptions import InputError
 from ..influence import CaseInfluence
-from ..metrics import mean_ci, paired_test, roc_auc
+from ..metrics import mean_ci_finite, paired_test, roc_auc
 from .synthetic import SEEDS, SyntheticConfig, synthetic_run
 
 __all__ = [
@@ -383,16 +383,6 @@ def drift_grid(
     return pd.DataFrame(rows)
 
 
-def _ci(values: np.ndarray) -> tuple[float, float, int]:
-    v = values[np.isfinite(values)]
-    if v.size == 0:
-        return float("nan"), float("nan"), 0
-    if v.size == 1:
-        return float(v[0]), float("nan"), 1
-    m, h = mean_ci(v)
-    return m, h, int(v.size)
-
-
 def summarize_grid(df: pd.DataFrame) -> pd.DataFrame:
     """Mean AUC with its 95% CI over seeds per (shift, level, score), and the error rate.
 
@@ -404,7 +394,7 @@ def summarize_grid(df: pd.DataFrame) -> pd.DataFrame:
     """
     rows = []
     for (shift, level, score), g in df.groupby(["shift", "level", "score"], sort=False):
-        m, h, n = _ci(g["auc"].to_numpy(dtype=float))
+        m, h, n = mean_ci_finite(g["auc"].to_numpy(dtype=float))
         rows.append(
             {
                 "shift": shift,

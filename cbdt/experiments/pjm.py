@@ -331,11 +331,13 @@ def clear_cache() -> None:
     _CACHE.clear()
 
 
-def _fit_probe(net: CaseNetwork, problem: BiddingProblem):
+def _fit_probe(net: CaseNetwork, X_train: np.ndarray, R_train: np.ndarray, X_query: np.ndarray):
+    """:func:`probe_fidelity`: OLS, minimum-norm (``lstsq``) if the representation is
+    rank-deficient."""
     try:
-        return probe_fidelity(net, problem.X_train, problem.R_train, problem.X_test)
+        return probe_fidelity(net, X_train, R_train, X_query)
     except RankDeficientError:
-        return probe_fidelity(net, problem.X_train, problem.R_train, problem.X_test, solver="lstsq")
+        return probe_fidelity(net, X_train, R_train, X_query, solver="lstsq")
 
 
 def pjm_run(seed: int, config: PJMConfig | None = None) -> PJMRun:
@@ -383,7 +385,7 @@ def build_run(problem: BiddingProblem, config: PJMConfig | None = None, seed: in
     ).fit(problem.X_train, problem.R_train)
     fit_seconds = time.perf_counter() - t0
 
-    fid = _fit_probe(net, problem)
+    fid = _fit_probe(net, problem.X_train, problem.R_train, problem.X_test)
     Phi_train = net.represent(problem.X_train)
     Phi_test = net.represent(problem.X_test)
     exact = 0.0

@@ -109,9 +109,10 @@ from scipy.special import ndtr
 
 from ..audit import audit_signals
 from ..datasets.pjm_bidding import BiddingProblem, MarketModel, make_bidding_problem
-from ..exceptions import InputError, RankDeficientError
-from ..metrics import mean_ci, roc_auc
-from ..models import CaseNetwork, ProbeFidelity, probe_fidelity
+from ..exceptions import InputError
+from ..metrics import mean_ci_finite, roc_auc
+from ..models import CaseNetwork, ProbeFidelity
+from .pjm import PJMConfig, _fit_probe
 
 __all__ = [
     "SCORES",
@@ -167,11 +168,11 @@ class PJMDriftConfig:
     eps: float = 0.0
     window: int = 24
     market: MarketModel = MarketModel()
-    hidden: tuple[int, ...] = (64, 64)
-    activation: Literal["tanh", "relu"] = "tanh"
-    epochs: int = 600
-    lr: float = 1e-2
-    batch_size: int | None = None
+    hidden: tuple[int, ...] = PJMConfig.hidden
+    activation: Literal["tanh", "relu"] = PJMConfig.activation
+    epochs: int = PJMConfig.epochs
+    lr: float = PJMConfig.lr
+    batch_size: int | None = PJMConfig.batch_size
 
     def __post_init__(self) -> None:
         years = sorted(int(y) for y in self.train_years)
@@ -381,14 +382,6 @@ def caught_at_budget(
 
 
 # ---------------------------------------------------------------------- one seed
-def _fit_probe(net: CaseNetwork, X_train: np.ndarray, R_train: np.ndarray, X_q: np.ndarray):
-    """:func:`probe_fidelity` as in chapter 07: OLS, minimum-norm if rank-deficient."""
-    try:
-        return probe_fidelity(net, X_train, R_train, X_q)
-    except RankDeficientError:
-        return probe_fidelity(net, X_train, R_train, X_q, solver="lstsq")
-
-
 def _year_rows(
     seed: int,
     split: str,
@@ -611,16 +604,6 @@ _SUMMARY_COLUMNS = (
 )
 
 
-def _mean_ci_finite(values: np.ndarray) -> tuple[float, float, int]:
-    v = values[np.isfinite(values)]
-    if v.size == 0:
-        return float("nan"), float("nan"), 0
-    if v.size == 1:
-        return float(v[0]), float("nan"), 1
-    m, h = mean_ci(v)
-    return m, h, int(v.size)
-
-
 def summarize_pjm_drift(df: pd.DataFrame) -> pd.DataFrame:
     """Mean and 95 % CI over seeds per (split, year, score).
 
@@ -652,7 +635,7 @@ def summarize_pjm_drift(df: pd.DataFrame) -> pd.DataFrame:
             "z_mean": float(g["z_mean"].mean()),
         }
         for c in _SUMMARY_COLUMNS:
-            row[f"{c}_mean"], row[f"{c}_ci"], _ = _mean_ci_finite(g[c].to_numpy(dtype=float))
+            row[f"{c}_mean"], row[f"{c}_ci"], _ = mean_ci_finite(g[c].to_numpy(dtype=float))
         rows.append(row)
     out = pd.DataFrame(rows)
     out["_o"] = out["score"].map(lambda s: order.get(s, len(order)))
