@@ -1,6 +1,6 @@
 # cbdt: two commands do all set-up on a fresh machine.
-#   make book   create .venv (first use), install -e .[book], build the HTML book into _build/html
-#   make test   create/update .venv with .[book,test], run every test (unit, property, nbval, book -W, browser)
+#   make book   create .venv (first use), install -e .[book,scale], build the HTML book into _build/html
+#   make test   create/update .venv with .[book,test,scale], run every test (unit, property, nbval, book -W, browser)
 #   make lab    open the notebooks in JupyterLab
 #   make bench  run the speed benchmarks
 SHELL := /bin/bash
@@ -30,12 +30,12 @@ $(BIN)/python:
 
 $(BOOK_STAMP): pyproject.toml $(CONSTRAINTS) | $(BIN)/python
 	$(BIN)/pip install --quiet "$(TORCH_PIN)"
-	$(BIN)/pip install --quiet -c $(CONSTRAINTS) -e ".[book]"
+	$(BIN)/pip install --quiet -c $(CONSTRAINTS) -e ".[book,scale]"
 	touch $@
 
 $(TEST_STAMP): pyproject.toml $(CONSTRAINTS) | $(BIN)/python
 	$(BIN)/pip install --quiet "$(TORCH_PIN)"
-	$(BIN)/pip install --quiet -c $(CONSTRAINTS) -e ".[book,test]"
+	$(BIN)/pip install --quiet -c $(CONSTRAINTS) -e ".[book,test,scale]"
 	touch $@ $(BOOK_STAMP)
 
 # MathJax, require.js and the widget manager, served from the book so it works offline

@@ -34,14 +34,17 @@ from .exceptions import (
     ReturnsWarning,
 )
 from .geometry import cotransformed_metric, reparameterize, zca_whitening
-from .influence import CaseInfluence, TopCases
+from .influence import CaseInfluence, Explanation, TopCases
+from .nystrom import NystromCaseInfluence
 from .returns import returns_from_labels
 
 __version__ = "0.1.0"
 
 __all__ = [
     "CaseInfluence",
+    "NystromCaseInfluence",
     "TopCases",
+    "Explanation",
     "returns_from_labels",
     "reparameterize",
     "zca_whitening",

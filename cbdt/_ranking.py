@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["top_k_indices"]
+__all__ = ["top_k_indices", "merge_top_k"]
 
 
 def top_k_indices(values: np.ndarray, k: int) -> np.ndarray:
@@ -66,3 +66,51 @@ def _top_k_partition(values: np.ndarray, k: int) -> np.ndarray:
     first = np.concatenate(([0], np.cumsum(counts)[:-1]))
     take = order[first[:, None] + np.arange(k)]
     return cols[take]
+
+
+def merge_top_k(
+    best_v: np.ndarray,
+    best_i: np.ndarray,
+    rows: np.ndarray,
+    cols: np.ndarray,
+    vals: np.ndarray,
+    best_p: np.ndarray | None = None,
+    payload: np.ndarray | None = None,
+) -> None:
+    """Merge candidate entries into running top-k lists, in place.
+
+    ``best_v``/``best_i`` (shape (m, k)) hold each row's k largest values so far, in
+    descending order with ties by the lower index; the candidates ``(rows, cols, vals)`` come
+    from later columns, so a candidate that ties with a kept value ranks after it. Only rows
+    with candidates are touched; the result equals a stable top-k over all columns seen.
+    ``best_p``/``payload`` carry one more value per entry (e.g. the signed contribution
+    behind an absolute key) through the same reordering.
+    """
+    if rows.size == 0:
+        return
+    k = best_v.shape[1]
+    touched, inv = np.unique(rows, return_inverse=True)
+    t = touched.size
+    # candidates by (row, column): a stable sort by value then breaks ties by column, and
+    # the kept entries (all from earlier columns) come first in each row
+    span = int(cols.max()) + 1
+    o = np.argsort(inv.astype(np.int64) * span + cols, kind="stable")
+    inv_o, cols_o = inv[o], cols[o]
+    counts = np.bincount(inv_o, minlength=t)
+    start = np.concatenate(([0], np.cumsum(counts)[:-1]))
+    pos = np.arange(inv_o.size) - start[inv_o] + k
+    width = k + int(counts.max())
+    V = np.full((t, width), -np.inf)
+    V[:, :k] = best_v[touched]
+    V[inv_o, pos] = vals[o]
+    idx = np.full((t, width), np.iinfo(np.intp).max, dtype=np.intp)
+    idx[:, :k] = best_i[touched]
+    idx[inv_o, pos] = cols_o
+    take = np.argsort(-V, axis=1, kind="stable")[:, :k]
+    best_v[touched] = np.take_along_axis(V, take, axis=1)
+    best_i[touched] = np.take_along_axis(idx, take, axis=1)
+    if best_p is not None:
+        P = np.zeros((t, width))
+        P[:, :k] = best_p[touched]
+        P[inv_o, pos] = payload[o]
+        best_p[touched] = np.take_along_axis(P, take, axis=1)

@@ -103,8 +103,16 @@ def _top_k_action_stats(
     """One top-k pass: :math:`\\pi_k` (eq. 16), :math:`q_x` (eq. 18) and the top-k indices."""
     mass = np.abs(W)
     idx = top_k_indices(mass, k)
-    m_top = np.take_along_axis(mass, idx, axis=1)  # (m, k)
-    votes = a[idx][:, :, None] == np.arange(n_actions)  # (m, k, |A|)
+    pi, q = _top_stats(np.take_along_axis(mass, idx, axis=1), a[idx], n_actions, k, eps)
+    return pi, q, idx
+
+
+def _top_stats(
+    m_top: np.ndarray, a_top: np.ndarray, n_actions: int, k: int, eps: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """:math:`\\pi_k` (eq. 16) and :math:`q_x` (eq. 18) from the top-k masses (m, k) and the
+    case-optimal actions of those cases (m, k)."""
+    votes = a_top[:, :, None] == np.arange(n_actions)  # (m, k, |A|)
     num = np.einsum("mk,mkb->mb", m_top, votes)
     total = m_top.sum(axis=1, keepdims=True)
     if eps > 0:
@@ -113,15 +121,15 @@ def _top_k_action_stats(
         total = num.sum(axis=1, keepdims=True)  # a one-action row is then exactly (0.., 1, ..0)
         pi = np.divide(num, total, out=np.full_like(num, 1.0 / n_actions), where=total > 0)
     q = votes.sum(axis=1) / k
-    return pi, q, idx
+    return pi, q
 
 
-def _block_signals(
-    W: np.ndarray, a: np.ndarray, n_actions: int, k: int, eps: float
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Entropy (eq. 17), Gini (eq. 19) and top-k indices of an (m, n) block of weights."""
-    pi, q, idx = _top_k_action_stats(W, a, n_actions, k, eps)
-    return _entropy(pi), 1.0 - (q**2).sum(axis=1), idx
+def _top_signals(
+    m_top: np.ndarray, a_top: np.ndarray, n_actions: int, k: int, eps: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """Entropy (eq. 17) and Gini (eq. 19) from the top-k masses and their cases' actions."""
+    pi, q = _top_stats(m_top, a_top, n_actions, k, eps)
+    return _entropy(pi), 1.0 - (q**2).sum(axis=1)
 
 
 def influence_distribution(
@@ -356,9 +364,8 @@ def audit_signals(
         :math:`a_x`. The two coincide when every :math:`|r_i(a_x)|` is equal; the coefficient
         variant stays informative for label-like returns (see :func:`label_like_returns`).
     batch_size : int, optional
-        Queries per block. Default: sized from ``n`` so that one block holds about
-        ``influence.topk_block_entries`` (16 million) values, whatever ``n`` is; memory is
-        ``O(batch_size * n)``.
+        Queries per call of the ranking. Default: all at once; the fused top-k scan forms
+        the contributions in cache-sized blocks, so memory is ``O(m k)`` for any ``n``.
 
     Returns
     -------
@@ -399,27 +406,25 @@ def audit_signals(
                 DegenerateAuditWarning,
                 stacklevel=2,
             )
-    Qs = np.atleast_2d(influence.scores(phi))
-    Phi_q = np.atleast_2d(np.asarray(phi, dtype=float))
+    Phi_q, _ = influence._check_query(phi)
+    Qs = influence.scores(Phi_q)
     m = Qs.shape[0]
     sel = np.argmax(Qs, axis=1) if action is None else check_action(action, n_actions, m)
     srt = np.sort(Qs, axis=1)
     margin = srt[:, -1] - srt[:, -2] if n_actions > 1 else np.full(m, np.nan)
     if batch_size is None:
-        step = max(1, min(influence.batch_size, influence.topk_block_entries // n))
+        step = m  # the fused top-k scan is memory-bounded on its own
     else:
         if not isinstance(batch_size, numbers.Integral) or batch_size < 1:
             raise InputError(f"batch_size must be a positive integer or None, got {batch_size!r}.")
         step = int(batch_size)
+    weight = "psi" if rank_by == "contribution" else "alpha"
     ent = np.empty(m)
     gini = np.empty(m)
     for s in influence._blocks(m, step, "audit_signals"):
         sl = slice(s, s + step)
-        if rank_by == "contribution":
-            W = influence.contributions(Phi_q[sl], sel[sl])
-        else:
-            W = influence.coefficients(Phi_q[sl])
-        ent[sl], gini[sl], _ = _block_signals(W, a, n_actions, k, eps)
+        idx, mass, _ = influence._rank(Phi_q[sl], sel[sl], k, "abs", weight, "audit_signals")
+        ent[sl], gini[sl] = _top_signals(mass, a[idx], n_actions, k, eps)
     return pd.DataFrame(
         {
             "action": sel,

@@ -27,7 +27,7 @@ import numpy as np
 import pandas as pd
 from scipy import linalg
 
-from ._ranking import top_k_indices
+from ._ranking import merge_top_k
 from ._validation import (
     as_float_matrix,
     as_query,
@@ -85,31 +85,36 @@ class CaseInfluence:
         Absorb a constant coordinate into :math:`\\varphi` (Sec. 2.2). The intercept is not
         penalised by ``ridge``.
     solver : {"auto", "cholesky", "lstsq"}, default="auto"
-        ``"cholesky"`` factors :math:`G + \\lambda M` once (``scipy.linalg.cho_factor``) and
-        raises :class:`~cbdt.exceptions.RankDeficientError` when it is singular or its
-        condition number exceeds :attr:`max_condition`. ``"lstsq"`` uses the eigendecomposition
-        of the Gram matrix and its pseudo-inverse, which gives the *minimum-norm* readout and
-        coefficients when :math:`\\Phi` is rank-deficient (:math:`\\alpha = \\Phi G^{+}
-        \\varphi(x)`, the minimum-norm solution of :math:`\\Phi^\\top\\beta = \\varphi(x)`).
-        ``"auto"`` resolves to ``"cholesky"``: Proposition 1 assumes full column rank, so a
-        rank-deficient memory is reported rather than silently answered by another estimator.
-        The resolved solver is stored in ``solver_``.
+        ``"cholesky"`` solves with the triangular factor :math:`R_\\lambda` of a QR of
+        :math:`[\\Phi;\\ \\sqrt\\lambda M^{1/2}]` (:math:`R_\\lambda^\\top R_\\lambda = G +
+        \\lambda M`, the Cholesky factor, computed without forming :math:`G`) and raises
+        :class:`~cbdt.exceptions.RankDeficientError` when :math:`\\Phi` is rank-deficient or
+        the condition number of :math:`G + \\lambda M` exceeds :attr:`max_condition`.
+        ``"lstsq"`` uses the singular value decomposition of that factor and gives the
+        *minimum-norm* readout and coefficients when :math:`\\Phi` is rank-deficient
+        (:math:`\\alpha = \\Phi G^{+}\\varphi(x)`, the minimum-norm solution of
+        :math:`\\Phi^\\top\\beta = \\varphi(x)`). ``"auto"`` resolves to ``"cholesky"``:
+        Proposition 1 assumes full column rank, so a rank-deficient memory is reported rather
+        than silently answered by another estimator. The resolved solver is in ``solver_``.
     ridge_metric : array-like of shape (H, H), optional
         Symmetric positive semi-definite metric :math:`M` of the penalty
         :math:`\\lambda v^\\top M v`; default :math:`I_H`. After a reparameterisation
         :math:`\\varphi \\mapsto B\\varphi`, ``ridge_metric = B M B^T`` keeps the regularised
         coefficients invariant (Appendix B.2, :func:`cbdt.geometry.cotransformed_metric`).
     max_condition : float, default=1e12
-        Largest condition number of :math:`G + \\lambda M` the Cholesky solver accepts.
+        Largest condition number of :math:`G + \\lambda M` (the square of that of
+        :math:`\\Phi` for OLS) the Cholesky solver accepts. The coefficients' relative error
+        grows like :math:`\\sqrt{\\text{condition number}}\\,\\epsilon_{\\text{mach}}`.
     chunk_size : int, default=65536
-        Rows of ``Phi`` processed at once when accumulating the Gram matrix (and when a
-        memmap ``Phi`` is read at query time).
+        Rows of ``Phi`` folded into the triangular factor at once, and read at once from a
+        memmap ``Phi`` at query time (a float32 memmap is converted one chunk at a time).
     batch_size : int, default=1024
-        Queries answered at once by the query methods.
+        Queries answered at once by the query methods; a memmap or dask ``Phi`` is read once
+        per batch of queries.
     topk_block_entries : int, default=16_000_000
-        Entries (queries x cases) of one block of contributions ranked by :meth:`top_cases`
-        and by :func:`cbdt.audit.audit_signals`, about 128 MB of float64: the (m, n)
-        contributions are never held at once.
+        Entries (queries x cases) of one block of :meth:`iter_coefficients`, about 128 MB of
+        float64. :meth:`top_cases`, :meth:`explain` and :func:`cbdt.audit.audit_signals`
+        never hold more than cache-sized blocks of the (m, n) contributions.
 
     All parameters are keyword arguments of the constructor; :meth:`get_params` and
     :meth:`set_params` follow scikit-learn, so ``sklearn.base.clone`` works.
@@ -139,15 +144,24 @@ class CaseInfluence:
 
     Notes
     -----
-    The Gram matrix is accumulated in float64 over row chunks of ``chunk_size`` rows, so
-    ``Phi`` may be an :class:`numpy.memmap` larger than memory; only an ``(H', H')`` factor is
-    kept besides ``Phi``. An in-memory ``Phi`` and ``R`` are cached as read-only float64
-    copies (a new array is not copied twice), so editing the caller's arrays after ``fit``
-    cannot break Proposition 1; a memmap is kept by reference and read at every query, so its
-    file must not change. The coefficients do not depend on a global scale of ``Phi``: entries
-    so large (or small) that :math:`\\Phi^\\top\\Phi` would overflow (or underflow) are
-    rescaled by an exact power of two. Queries are answered in batches of ``batch_size``.
-    No inverse is ever formed: :math:`\\alpha = \\Phi\\,\\mathrm{solve}(G, \\varphi^\\top)`.
+    ``fit`` reduces ``[Phi, 1, R]`` to one triangular factor in float64 over row chunks of
+    ``chunk_size`` rows (a tall-skinny QR), so ``Phi`` may be a :class:`numpy.memmap` larger
+    than memory or a ``dask.array`` on a cluster. The normal equations are never formed, so
+    the error of :math:`\\alpha` grows with :math:`\\mathrm{cond}(\\Phi)`, not its square.
+    For an in-memory ``Phi`` the fit caches the read-only dual matrix
+    :math:`D = \\Phi(G+\\lambda M)^{-1}` (n x H', in place of a copy of ``Phi``), so a
+    query is one GEMM, :math:`\\alpha(x) = D\\varphi(x)`; ``R`` is cached as a read-only
+    float64 copy. Editing the caller's arrays after ``fit`` therefore cannot break
+    Proposition 1. A memmap or dask ``Phi`` is kept by reference and read at every query
+    (:math:`\\alpha = \\Phi\\,(R_\\lambda^{-1}R_\\lambda^{-\\top}\\varphi)`), so its data
+    must not change. The coefficients do not depend on a global scale of ``Phi``: entries so
+    large (or small) that the factor would overflow (or underflow) are rescaled by an exact
+    power of two. No inverse is ever formed.
+
+    Threads: queries on an in-memory fit use only numpy's BLAS; the fused top-k scan of
+    :meth:`top_cases`, :meth:`explain` and :func:`cbdt.audit.audit_signals` pins BLAS to one
+    thread and runs query groups on as many Python threads as numpy's BLAS has (small GEMMs
+    gain nothing from a BLAS pool, and two pools would fight for the cores).
 
     Examples
     --------
@@ -264,18 +278,33 @@ class CaseInfluence:
 
     # ------------------------------------------------------------------ fitting
     def fit(self, Phi: Any, R: Any) -> CaseInfluence:
-        """Accumulate the Gram matrix of ``Phi``, factor it once and solve for the readout.
+        """Factor the case memory once (a tall-skinny QR of ``Phi``) and solve for the readout.
 
         Parameters
         ----------
-        Phi : array-like or numpy.memmap of shape (n, H)
-            Training representations :math:`\\varphi(x_i)` as rows (eq. 4).
+        Phi : array-like, numpy.memmap or dask.array.Array of shape (n, H)
+            Training representations :math:`\\varphi(x_i)` as rows (eq. 4). A memmap is
+            read in row chunks; a dask array is factored chunk by chunk on its workers.
         R : array-like of shape (n, |A|) or (n,)
             Action-conditional returns :math:`r_i(a)` (eq. 5); 1-D means one action.
 
         Returns
         -------
         self : CaseInfluence
+
+        Notes
+        -----
+        The rows ``[phi_i, 1, r_i]`` (the constant only with ``intercept=True``) are reduced
+        chunk by chunk to one triangular factor (a tall-skinny QR): ``R_0`` with
+        :math:`R_0^\\top R_0 = G` and :math:`c = Q^\\top R`. Ridge rows
+        :math:`\\sqrt\\lambda M^{1/2}` are appended to the same reduction, giving
+        :math:`R_\\lambda^\\top R_\\lambda = G + \\lambda M`, the readout
+        :math:`V = R_\\lambda^{-1} c_\\lambda` (eq. 8/11) and, for an in-memory ``Phi``, the
+        dual matrix :math:`D = \\Phi R_\\lambda^{-1} R_\\lambda^{-\\top} = \\Phi (G+\\lambda
+        M)^{-1}` by two triangular solves, so :math:`\\alpha(x) = D\\varphi(x)` is one GEMM.
+        The normal equations are never formed: the error of :math:`\\alpha` grows with
+        :math:`\\mathrm{cond}(\\Phi)`, not its square (the seminormal form of a minimum-norm
+        problem is as accurate as the QR form, Paige 1973).
         """
         ridge = check_nonnegative_scalar("ridge", self.ridge)
         self._check_tunables()
@@ -285,7 +314,7 @@ class CaseInfluence:
             )
         if not isinstance(self.intercept, bool | np.bool_):
             raise InputError(f"intercept must be True or False, got {self.intercept!r}.")
-        Phi = self._check_phi(Phi)
+        Phi, kind = self._check_phi(Phi)
         n, H = Phi.shape
         R_in = R
         R = as_float_matrix("R", R, allow_1d=True, finite=False)
@@ -310,32 +339,37 @@ class CaseInfluence:
                 "belong to training case i."
             )
         metric = self._check_metric(H)
-
-        # Gram matrix and Phi^T R in float64, accumulated over row chunks (memmap friendly).
-        with np.errstate(over="ignore", invalid="ignore"):  # overflow is handled below
-            G, PtR, max_abs = self._accumulate(Phi, R, 1.0)
-        # alpha does not depend on a global scale of Phi. Entries so large that Phi^T Phi
-        # overflows, or so small that it underflows, are handled by an exact power-of-two
-        # rescaling (scale = 1, and bit-identical results, for every other Phi).
-        scale = 1.0
-        if max_abs > 0 and (not np.all(np.isfinite(G)) or not 2.0**-400 < max_abs < 2.0**400):
-            scale = float(2.0 ** -np.round(np.log2(max_abs)))
-            G, PtR, _ = self._accumulate(Phi, R, scale)
-        self._scale = scale
         Hp = H + int(self.intercept)
 
-        A = G.copy()
+        # One triangular factor of [Phi, 1, R] (float64), reduced over row chunks.
+        T, max_abs = self._tsqr(Phi, R, 1.0, kind)
+        # alpha does not depend on a global scale of Phi. Entries so large (or small) that the
+        # factor or the Gram matrix would overflow (or underflow) are handled by an exact
+        # power-of-two rescaling (scale = 1, and bit-identical results, for every other Phi).
+        scale = 1.0
+        if max_abs > 0 and (not np.all(np.isfinite(T)) or not 2.0**-400 < max_abs < 2.0**400):
+            scale = float(2.0 ** -np.round(np.log2(max_abs)))
+            T, _ = self._tsqr(Phi, R, scale, kind)
+        self._scale = scale
+        R0 = np.ascontiguousarray(T[:Hp, :Hp])
+        Tf = T[:Hp]
+        L = None
         if ridge > 0:  # lambda |v|^2 = lambda c^2 |v_c|^2 for the rescaled weights v_c = v / c
-            A[:H, :H] += (ridge * scale * scale) * metric
-        # eigenvalues of the factored matrix give rank and condition number for diagnostics
-        w, U = linalg.eigh(A)
-        w_max = float(max(w[-1], 0.0))
-        tol = w_max * max(n, Hp) * _EPS
-        rank = int(np.sum(w > tol))
-        w_min = float(w[0])
-        cond = float(w_max / w_min) if w_min > 0 else float("inf")
+            w, U = linalg.eigh(metric)
+            L = np.zeros((H, T.shape[1]))
+            L[:, :H] = (np.sqrt(np.clip(w, 0.0, None) * ridge) * scale)[:, None] * U.T
+            Tf = _qr_r(np.vstack([Tf, L]))[:Hp]
+        Rf, Cf = np.ascontiguousarray(Tf[:, :Hp]), np.ascontiguousarray(Tf[:, Hp:])
 
         solver = "cholesky" if self.solver == "auto" else self.solver
+        if solver == "cholesky":
+            sv = linalg.svdvals(Rf, check_finite=False)
+        else:
+            Uf, sv, Wt = linalg.svd(Rf, check_finite=False)
+        # singular values of [Phi; sqrt(lam) M^1/2] give rank and condition number
+        tol = float(sv[0]) * max(n, Hp) * _EPS
+        rank = int(np.sum(sv > tol))
+        cond = float((sv[0] / sv[-1]) ** 2) if sv[-1] > 0 else float("inf")  # of G + lam M
         if solver == "cholesky":
             if rank < Hp or cond > self.max_condition:
                 raise RankDeficientError(
@@ -344,16 +378,8 @@ class CaseInfluence:
                     dim=Hp,
                     condition_number=cond,
                 )
-            try:
-                self._factor = linalg.cho_factor(A, lower=True, check_finite=False)
-            except linalg.LinAlgError as exc:  # pragma: no cover - caught by the eigen test
-                raise RankDeficientError(
-                    self._rank_message(n, H, rank, Hp, cond, ridge),
-                    rank=rank,
-                    dim=Hp,
-                    condition_number=cond,
-                ) from exc
-            self._eig = None
+            self._factor, self._eig = Rf, None
+            V = linalg.solve_triangular(Rf, Cf, check_finite=False)
         else:
             if rank == 0:
                 raise RankDeficientError(
@@ -363,12 +389,38 @@ class CaseInfluence:
                     dim=Hp,
                     condition_number=cond,
                 )
-            keep = w > tol
-            self._eig = (U[:, keep], w[keep])
-            self._factor = None
+            keep = sv > tol
+            W = np.ascontiguousarray(Wt[keep].T)
+            self._factor, self._eig = None, (W, sv[keep] ** 2)
+            V = W @ ((Uf[:, keep].T @ Cf) / sv[keep][:, None])  # minimum-norm LS solution
+        self._kind = kind
+        if kind == "array":  # cache the dual matrix Phi (G + lam M)^-1; Phi itself is not kept
+            ridge_rows = None if L is None else L[:, :Hp]
+            self._dual, V_dual = self._make_dual(Phi, scale, ridge_rows, rank, R)
+            self._Phi = None
+            if V_dual is not None:  # from the same factorisation as D: Prop. 1 to rounding
+                V = V_dual
+        else:  # memmap or dask array: kept by reference, read at every query
+            self._dual, self._Phi = None, Phi
+        self._set_fitted(R0, R, V, n, H, rank, cond, solver)
+        return self
 
-        self._Phi = Phi
-        self._gram_scaled = G
+    def _set_fitted(
+        self,
+        R0: np.ndarray,
+        R: np.ndarray,
+        V: np.ndarray,
+        n: int,
+        H: int,
+        rank: int,
+        cond: float,
+        solver: str,
+    ) -> None:
+        """Fitted attributes shared by :meth:`fit` and :meth:`load`."""
+        self._R0 = R0
+        scale = self._scale
+        Hp = H + int(self.intercept)
+        G = R0.T @ R0
         if scale == 1.0:
             self.gram_ = G
         else:  # the Gram matrix of Phi itself (inf where it exceeds float64)
@@ -380,62 +432,92 @@ class CaseInfluence:
         self.gram_.setflags(write=False)
         self.returns_ = R
         self._returns_t = np.ascontiguousarray(R.T)
-        self._returns_t.setflags(write=False)
+        for arr in (R, self._returns_t, V, R0):
+            arr.setflags(write=False)
         self.n_cases_ = n
         self.n_features_ = H
         self.n_actions_ = R.shape[1]
         self.rank_ = rank
         self.condition_number_ = cond
         self.solver_ = solver
-        V = self._solve(PtR)  # weights of the rescaled features scale * phi
-        self._V = V
+        self._V = V  # weights of the rescaled features scale * phi
         self.readout_ = V[:H] * scale if scale != 1.0 else V[:H].copy()
         if self.intercept:
             self.intercept_ = V[H].copy()
-        return self
 
-    def _accumulate(
-        self, Phi: np.ndarray, R: np.ndarray, scale: float
-    ) -> tuple[np.ndarray, np.ndarray, float]:
-        """Gram matrix and Phi^T R of ``scale * Phi`` (with the constant column), and max |Phi|."""
-        n, H = Phi.shape
-        Hp = H + int(self.intercept)
-        G = np.zeros((Hp, Hp))
-        PtR = np.zeros((Hp, R.shape[1]))
+    def _tsqr(
+        self, Phi: Any, R: np.ndarray, scale: float, kind: str
+    ) -> tuple[np.ndarray, float]:
+        """Triangular factor of ``[scale * Phi, 1, R]`` over row chunks, and max |Phi|."""
+        if kind == "dask":
+            return _tsqr_dask(Phi, R, scale, self.intercept)
+        n = Phi.shape[0]
+        T: np.ndarray | None = None
         max_abs = 0.0
         for start in range(0, n, self.chunk_size):
-            block = np.asarray(Phi[start : start + self.chunk_size], dtype=np.float64)
-            check_finite(
-                "Phi" if start == 0 else f"Phi (rows from {start})",
-                block,
-                hint="training representations must be finite",
+            T, mx = _chunk_r(
+                Phi[start : start + self.chunk_size],
+                R[start : start + self.chunk_size],
+                scale,
+                self.intercept,
+                T,
+                start,
             )
-            max_abs = max(max_abs, float(np.abs(block).max()))
-            if scale != 1.0:
-                block = block * scale
-            Rb = R[start : start + self.chunk_size]
-            G[:H, :H] += block.T @ block
-            PtR[:H] += block.T @ Rb
-            if self.intercept:
-                sb = block.sum(axis=0)
-                G[:H, H] += sb
-                G[H, :H] += sb
-                PtR[H] += Rb.sum(axis=0)
+            max_abs = max(max_abs, mx)
+        assert T is not None
+        return T, max_abs
+
+    def _make_dual(
+        self,
+        Phi: np.ndarray,
+        scale: float,
+        ridge_rows: np.ndarray | None,
+        rank: int,
+        R: np.ndarray,
+    ) -> tuple[np.ndarray, np.ndarray | None]:
+        """D = [scale Phi, 1] (G + lam M)^-1 (or its pseudo-inverse), (n, H'), C order,
+        read-only; for the minimum-norm solver also the readout D^T R of the same factors."""
+        n, H = Phi.shape
+        Hp = H + int(self.intercept)
+        D = np.empty((n, Hp))
+        if scale != 1.0:
+            np.multiply(Phi, scale, out=D[:, :H])
+        else:
+            np.copyto(D[:, :H], Phi)
         if self.intercept:
-            G[H, H] = n
-        return 0.5 * (G + G.T), PtR, max_abs
+            D[:, H] = 1.0
+        if self._factor is not None:  # D^T = R^-1 R^-T [Phi, 1]^T, in place (D.T is F order)
+            trsm = linalg.blas.dtrsm
+            Dt = trsm(1.0, self._factor, D.T, side=0, lower=0, trans_a=1, overwrite_b=1)
+            Dt = trsm(1.0, self._factor, Dt, side=0, lower=0, trans_a=0, overwrite_b=1)
+            if not np.shares_memory(Dt, D):  # pragma: no cover - f2py copied: keep its result
+                D = np.ascontiguousarray(Dt.T)
+        else:
+            # minimum norm, rank-deficient: the seminormal form would divide by s^2 of the
+            # tiny singular values, so use the thin Q of [Phi; sqrt(lam) M^1/2] = Q R_q with
+            # R_q = U S W^T: alpha = Q U_k S_k^-1 W_k^T phi (no pseudo-inverse formed)
+            X = D if ridge_rows is None else np.vstack([D, ridge_rows])
+            Q, Rq = linalg.qr(X, mode="economic", overwrite_a=True, check_finite=False)
+            U, sv, Wt = linalg.svd(Rq, check_finite=False)
+            QU = Q[:n] @ U[:, :rank]
+            D = (QU / sv[:rank]) @ Wt[:rank]
+            D.setflags(write=False)
+            return D, Wt[:rank].T @ ((QU.T @ R) / sv[:rank, None])
+        D.setflags(write=False)
+        return D, None
 
     # ------------------------------------------------------------------ persistence
-    _FORMAT = 1
+    _FORMAT = 2
 
     def save(self, path: Any, *, include_phi: bool = True) -> None:
         """Write the fitted decomposition to an ``.npz`` file (no pickle).
 
-        The file holds the constructor parameters, the factor of :math:`G + \\lambda M`, the
-        readout, the returns and, unless ``include_phi=False``, the training representations
-        :math:`\\Phi` (a memmap is written out in full). Without :math:`\\Phi` the loaded object
-        still answers :meth:`scores` and :meth:`leverage`, but not the coefficients, which
-        need :math:`\\Phi` (eq. 10).
+        The file holds the constructor parameters, the triangular factors of :math:`G` and
+        :math:`G + \\lambda M`, the readout, the returns and, unless ``include_phi=False``, what
+        the coefficients need of :math:`\\Phi`: the dual matrix :math:`\\Phi (G+\\lambda M)^{-1}`
+        of an in-memory fit, or :math:`\\Phi` itself for a memmap or dask fit (written out in
+        full). Without it the loaded object still answers :meth:`scores` and
+        :meth:`leverage`, but not the coefficients (eq. 10).
 
         Parameters
         ----------
@@ -448,7 +530,7 @@ class CaseInfluence:
         arrays: dict[str, np.ndarray] = {
             "format": np.array(self._FORMAT),
             "params": np.array(json.dumps(params)),
-            "gram_scaled": self._gram_scaled,
+            "gram_factor": self._R0,
             "returns": self.returns_,
             "V": self._V,
             "fitted": np.array(
@@ -460,11 +542,14 @@ class CaseInfluence:
         if self.ridge_metric is not None:
             arrays["ridge_metric"] = np.asarray(self.ridge_metric, dtype=np.float64)
         if self._factor is not None:
-            arrays["cho_factor"], arrays["cho_lower"] = self._factor[0], np.array(self._factor[1])
+            arrays["factor"] = self._factor
         else:
-            arrays["eig_U"], arrays["eig_w"] = self._eig
+            arrays["eig_W"], arrays["eig_w"] = self._eig
         if include_phi:
-            arrays["Phi"] = np.asarray(self._Phi, dtype=np.float64)
+            if self._dual is not None:
+                arrays["dual"] = self._dual
+            elif self._Phi is not None:
+                arrays["Phi"] = np.asarray(self._Phi, dtype=np.float64)
         np.savez(path, **arrays)
 
     @classmethod
@@ -481,61 +566,69 @@ class CaseInfluence:
             if "format" not in f or int(f["format"]) != cls._FORMAT:
                 raise InputError(
                     f"{path!s} is not a CaseInfluence file of format {cls._FORMAT} (written by "
-                    "CaseInfluence.save)."
+                    "CaseInfluence.save of this version); refit and save it again."
                 )
             params = json.loads(str(f["params"]))
             metric = f["ridge_metric"] if "ridge_metric" in f else None
             ci = cls(ridge_metric=metric, **params)
             scale, rank, cond, n, H, A = f["fitted"].tolist()
             ci._scale = float(scale)
-            ci.rank_, ci.condition_number_ = int(rank), float(cond)
-            ci.n_cases_, ci.n_features_, ci.n_actions_ = int(n), int(H), int(A)
-            ci.solver_ = str(f["solver_"])
-            ci._gram_scaled = f["gram_scaled"]
-            Hp = ci.n_features_ + int(ci.intercept)
-            D = np.full(Hp, 1.0 / ci._scale)
-            if ci.intercept:
-                D[-1] = 1.0
-            with np.errstate(over="ignore"):
-                ci.gram_ = ci._gram_scaled * D[:, None] * D[None, :]
-            ci.returns_ = f["returns"]
-            ci._returns_t = np.ascontiguousarray(ci.returns_.T)
-            ci._V = f["V"]
-            if "cho_factor" in f:
-                ci._factor, ci._eig = (f["cho_factor"], bool(f["cho_lower"])), None
+            if "factor" in f:
+                ci._factor, ci._eig = f["factor"], None
             else:
-                ci._factor, ci._eig = None, (f["eig_U"], f["eig_w"])
+                ci._factor, ci._eig = None, (f["eig_W"], f["eig_w"])
+            ci._dual = f["dual"] if "dual" in f else None
             ci._Phi = f["Phi"] if "Phi" in f else None
-        for arr in (ci.gram_, ci.returns_, ci._returns_t) + (
-            () if ci._Phi is None else (ci._Phi,)
-        ):
-            arr.setflags(write=False)
-        Hf = ci.n_features_
-        ci.readout_ = ci._V[:Hf] * ci._scale if ci._scale != 1.0 else ci._V[:Hf].copy()
-        if ci.intercept:
-            ci.intercept_ = ci._V[Hf].copy()
+            ci._kind = "array" if ci._Phi is None else "loaded"
+            for arr in (ci._dual, ci._Phi):
+                if arr is not None:
+                    arr.setflags(write=False)
+            ci._set_fitted(
+                f["gram_factor"], f["returns"], f["V"], int(n), int(H), int(rank),
+                float(cond), str(f["solver_"]),
+            )
         return ci
 
     # ------------------------------------------------------------------ queries
-    def coefficients(self, phi: Any) -> np.ndarray:
+    def coefficients(self, phi: Any, *, out: np.ndarray | None = None) -> np.ndarray:
         """Case-influence coefficients :math:`\\alpha(x) = \\Phi (G + \\lambda M)^{-1}\\varphi(x)`.
 
-        Eq. 10 (OLS) and eq. 11 (ridge).
+        Eq. 10 (OLS) and eq. 11 (ridge). Written straight into the result (one GEMM per
+        batch of queries for an in-memory fit, no temporary); for more queries than fit in
+        memory use :meth:`iter_coefficients`.
 
         Parameters
         ----------
         phi : array-like of shape (m, H) or (H,)
             Query representations :math:`\\varphi(x)`.
+        out : ndarray of float64, shape (m, n) or (n,), C-contiguous, optional
+            Preallocated result to fill (reused across calls, it saves the page faults of a
+            fresh (m, n) array).
 
         Returns
         -------
-        alpha : ndarray of shape (m, n), or (n,) for a 1-D query
+        alpha : ndarray of shape (m, n), or (n,) for a 1-D query (``out`` when given)
         """
         Q, single = self._check_query(phi)
-        out = np.empty((Q.shape[0], self.n_cases_))
+        shape = (self.n_cases_,) if single else (Q.shape[0], self.n_cases_)
+        if out is None:
+            out = np.empty(shape)
+        elif not (
+            isinstance(out, np.ndarray)
+            and out.shape == shape
+            and out.dtype == np.float64
+            and out.flags.c_contiguous
+            and out.flags.writeable
+        ):
+            raise InputError(
+                f"out must be a writeable C-contiguous float64 array of shape {shape}, got "
+                f"{getattr(out, 'shape', None)} {getattr(out, 'dtype', type(out).__name__)}."
+            )
+        result = out
+        out = out.reshape(Q.shape[0], self.n_cases_)
         for s in self._blocks(Q.shape[0], self.batch_size, "coefficients"):
             self._alpha(Q[s : s + self.batch_size], out=out[s : s + self.batch_size])
-        return out[0] if single else out
+        return result
 
     def iter_coefficients(
         self, phi: Any, block_size: int | None = None
@@ -599,7 +692,8 @@ class CaseInfluence:
         \\varphi(x)^\\top G^{-1}\\varphi(x)`, large far from the training representations.
         Computed in :math:`O(H^2)` per query as :math:`z^\\top G z` with
         :math:`z = (G + \\lambda M)^{-1}\\varphi(x)`, which equals
-        :math:`\\lVert\\Phi z\\rVert^2 = \\lVert\\alpha(x)\\rVert^2` for every solver and ridge.
+        :math:`\\lVert\\Phi z\\rVert^2 = \\lVert R_0 z\\rVert^2 = \\lVert\\alpha(x)\\rVert^2`
+        (:math:`R_0` the triangular factor of :math:`\\Phi`) for every solver and ridge.
 
         Parameters
         ----------
@@ -610,9 +704,8 @@ class CaseInfluence:
         ndarray of shape (m,), or a float for a 1-D query
         """
         Q, single = self._check_query(phi)
-        Z = self._solve(self._augment(Q).T)  # (H', m)
-        lev = np.einsum("hm,hm->m", Z, self._gram_scaled @ Z)
-        lev = np.maximum(lev, 0.0)  # z^T G z >= 0; rounding can give -1e-17
+        Y = self._R0 @ self._solve(self._augment(Q).T)  # R_0 z, (H', m)
+        lev = np.einsum("hm,hm->m", Y, Y)
         return float(lev[0]) if single else lev
 
     def contributions(self, phi: Any, action: Any) -> np.ndarray:
@@ -679,7 +772,7 @@ class CaseInfluence:
             ``signals``: one row per query with ``action, score, margin, entropy, gini,
             risk``.
         """
-        from .audit import _block_signals, _check_eps
+        from .audit import _check_eps, _top_signals
 
         if rank_by not in ("contribution", "coefficient"):
             raise InputError(
@@ -697,18 +790,10 @@ class CaseInfluence:
         srt = np.sort(S, axis=1)
         margin = srt[:, -1] - srt[:, -2] if A > 1 else np.full(m, np.nan)
         a_star = np.argmax(self.returns_, axis=1)
-        idx = np.empty((m, k), dtype=np.intp)
-        alpha_k = np.empty((m, k))
-        ent = np.empty(m)
-        gini = np.empty(m)
-        step = max(1, min(self.batch_size, self.topk_block_entries // n))
-        for s in self._blocks(m, step, "explain"):
-            sl = slice(s, s + step)
-            alpha = self._alpha(Q[sl])
-            psi = alpha * self._returns_t[acts[sl]]
-            W = psi if rank_by == "contribution" else alpha
-            ent[sl], gini[sl], idx[sl] = _block_signals(W, a_star, A, k, eps)
-            alpha_k[sl] = np.take_along_axis(alpha, idx[sl], axis=1)
+        weight = "psi" if rank_by == "contribution" else "alpha"
+        idx, mass, signed = self._rank(Q, acts, k, "abs", weight, "explain")
+        ent, gini = _top_signals(mass, a_star[idx], A, k, eps)
+        alpha_k = signed if weight == "alpha" else self._alpha_at(Q, idx)
         ret = self.returns_[idx, acts[:, None]]
         psi_k = alpha_k * ret
         cases = pd.DataFrame(
@@ -759,8 +844,9 @@ class CaseInfluence:
         Sec. 4 (i): ``order="abs"`` ranks by :math:`|\\psi_i|` (the most influential cases),
         ``"positive"`` by :math:`\\psi_i` descending (strongest support), ``"negative"`` by
         :math:`\\psi_i` ascending (strongest offsets). Ties go to the lower case index.
-        Queries are ranked in blocks of about ``topk_block_entries`` values, so only the
-        ``(m, k)`` result is kept, never the ``(m, n)`` contributions.
+        The contributions are formed and ranked in cache-sized blocks (one pass over the case
+        memory for all queries), so only the ``(m, k)`` result is kept, never the ``(m, n)``
+        contributions; memory stays bounded for any ``m`` and ``n``.
 
         Parameters
         ----------
@@ -783,41 +869,44 @@ class CaseInfluence:
         k = check_k(k, self.n_cases_)
         Q, single = self._check_query(phi)
         acts = check_action(action, self.n_actions_, Q.shape[0])
-        m = Q.shape[0]
-        idx = np.empty((m, k), dtype=np.intp)
-        vals = np.empty((m, k))
-        # query blocks of bounded size: only (m, k) results are kept, never the (m, n)
-        # contributions (16,000 x 32,000 of them would not fit in memory)
-        step = int(min(self.batch_size, max(1, self.topk_block_entries // self.n_cases_)))
-        for s in self._blocks(m, step, "top_cases"):
-            sl = slice(s, s + step)
-            psi = self._alpha(Q[sl])
-            psi *= self._returns_t[acts[sl]]
-            key = np.abs(psi) if order == "abs" else (psi if order == "positive" else -psi)
-            idx[sl] = top_k_indices(key, k)
-            vals[sl] = np.take_along_axis(psi, idx[sl], axis=1)
+        idx, _, vals = self._rank(Q, acts, k, order, "psi", "top_cases")
         if single:
             return TopCases(idx[0], vals[0])
         return TopCases(idx, vals)
 
+
     # ------------------------------------------------------------------ internals
-    def _check_phi(self, Phi: Any) -> np.ndarray:
-        if isinstance(Phi, np.memmap):
+    # entries (queries x cases) of one cache-sized block of the fused top-k scan
+    _SCAN_ENTRIES = 1 << 17
+
+    def _check_phi(self, Phi: Any) -> tuple[Any, str]:
+        if _is_dask(Phi):
+            if Phi.ndim != 2 or Phi.dtype.kind not in "iuf":
+                raise InputError(
+                    f"Phi must be a real 2-D dask array (n, H), got shape {Phi.shape} and "
+                    f"dtype {Phi.dtype}."
+                )
+            if any(np.isnan(c) for c in Phi.shape):
+                raise InputError(
+                    "Phi is a dask array of unknown row count; call Phi.compute_chunk_sizes() "
+                    "first."
+                )
+            arr, kind = Phi.rechunk({1: -1}), "dask"  # row chunks of full width
+        elif isinstance(Phi, np.memmap):
             if Phi.ndim != 2 or Phi.dtype.kind not in "iuf":
                 raise InputError(
                     f"Phi must be a real 2-D array (n, H), got memmap of shape {Phi.shape} and "
                     f"dtype {Phi.dtype}."
                 )
-            arr = Phi  # finiteness is checked chunk by chunk during accumulation
+            arr, kind = Phi, "memmap"  # finiteness is checked chunk by chunk in the factor
         else:
-            arr = np.ascontiguousarray(as_float_matrix("Phi", Phi, finite=False))
-            if isinstance(Phi, np.ndarray) and np.shares_memory(arr, Phi):
-                arr = arr.copy()  # the fit must not change when the caller edits Phi later
-            arr.setflags(write=False)
+            # not kept: the fit caches the dual matrix, a new array, so later edits of the
+            # caller's Phi cannot break Proposition 1
+            arr, kind = as_float_matrix("Phi", Phi, finite=False), "array"
         n, H = arr.shape
         if n == 0 or H == 0:
             raise InputError(f"Phi must have at least one row and column, got {arr.shape}.")
-        return arr
+        return arr, kind
 
     def _check_metric(self, H: int) -> np.ndarray:
         if self.ridge_metric is None:
@@ -882,35 +971,401 @@ class CaseInfluence:
         return Q
 
     def _solve(self, rhs: np.ndarray) -> np.ndarray:
-        """(G + lam M)^{-1} rhs, or its pseudo-inverse for the lstsq solver."""
+        """(G + lam M)^{-1} rhs by two triangular solves, or the pseudo-inverse (lstsq)."""
         if self._factor is not None:
-            return linalg.cho_solve(self._factor, rhs, check_finite=False)
-        U, w = self._eig
-        return U @ ((U.T @ rhs) / w[:, None])
+            Rf = self._factor
+            z = linalg.solve_triangular(Rf, rhs, trans="T", check_finite=False)
+            return linalg.solve_triangular(Rf, z, check_finite=False)
+        W, w = self._eig
+        return W @ ((W.T @ rhs) / w[:, None])
 
-    def _alpha(self, Q: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
-        """alpha for a batch of validated queries, shape (b, n), written into ``out``."""
-        Phi = self._Phi
-        if Phi is None:
+    def _need_memory(self) -> None:
+        if self._dual is None and self._Phi is None:
             raise InputError(
                 "this CaseInfluence was loaded from a file saved with include_phi=False: the "
                 "coefficients alpha(x) = Phi G^-1 phi(x) need the training representations. "
                 "Save with include_phi=True, or use scores() and leverage(), which do not."
             )
-        Z = self._solve(self._augment(Q).T)  # (H', b)
+
+    def _query_side(self, Q: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
+        """(Y, bias) with alpha = X Y + bias for the case-side chunks X of :meth:`_chunks`."""
+        Qa = self._augment(Q)
+        if self._dual is not None:  # X = dual rows: alpha = D [c phi; 1]
+            return np.ascontiguousarray(Qa.T), None
+        Z = self._solve(Qa.T)  # X = Phi rows: alpha = Phi (c z_H) + z_const
         H = self.n_features_
-        if self._scale != 1.0:  # alpha = (c Phi) z = Phi (c z)
-            Z = Z.copy()
-            Z[:H] *= self._scale
+        Y = Z[:H] * self._scale if self._scale != 1.0 else np.ascontiguousarray(Z[:H])
+        return Y, (Z[H].copy() if self.intercept else None)
+
+    def _chunks(self) -> Iterator[tuple[int, np.ndarray]]:
+        """Case-side row chunks in float64: (start, X). A float32 memmap is converted into
+        one reused buffer, never as a whole."""
+        if self._dual is not None:
+            yield 0, self._dual
+            return
+        Phi = self._Phi
+        if not isinstance(Phi, np.memmap):
+            yield 0, np.asarray(Phi, dtype=np.float64)
+            return
+        n, cs = self.n_cases_, self.chunk_size
+        buf = None if Phi.dtype == np.float64 else np.empty((min(cs, n), Phi.shape[1]))
+        starts = self._blocks(n, cs, "cases")
+        for s in starts:
+            block = Phi[s : s + cs]
+            if buf is None:
+                yield s, np.asarray(block)
+            else:
+                X = buf[: block.shape[0]]
+                np.copyto(X, block)
+                yield s, X
+
+    def _alpha(self, Q: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+        """alpha for a batch of validated queries, shape (b, n), written into ``out``."""
+        self._need_memory()
         if out is None:
             out = np.empty((Q.shape[0], self.n_cases_))
-        if isinstance(Phi, np.memmap):
-            for s in range(0, self.n_cases_, self.chunk_size):
-                block = np.asarray(Phi[s : s + self.chunk_size], dtype=np.float64)
-                out[:, s : s + block.shape[0]] = (block @ Z[:H]).T
-        else:  # straight into the output: no (b, n) temporary
-            np.matmul(Z[:H].T, Phi.T, out=out)
-        if self.intercept:
-            out += Z[H][:, None]
+        if self._dual is not None:  # one GEMM straight into the output: no temporary
+            np.matmul(self._augment(Q), self._dual.T, out=out)
+            return out
+        Y, bias = self._query_side(Q)
+        if self._kind == "dask":
+            out[:] = (self._Phi @ Y).compute().T
+        else:
+            for s, X in self._chunks():
+                np.matmul(Y.T, X.T, out=out[:, s : s + X.shape[0]])
+        if bias is not None:
+            out += bias[:, None]
         return out
 
+    def _alpha_at(self, Q: np.ndarray, idx: np.ndarray) -> np.ndarray:
+        """alpha_i(x_q) at the case indices ``idx`` (m, k) only."""
+        self._need_memory()
+        if self._dual is not None:
+            return np.einsum("mkh,mh->mk", self._dual[idx], self._augment(Q))
+        uniq, inv = np.unique(idx, return_inverse=True)
+        if self._kind == "dask":
+            rows = np.asarray(self._Phi[uniq].compute(), dtype=np.float64)
+        else:
+            rows = np.asarray(self._Phi[uniq], dtype=np.float64)
+        Y, bias = self._query_side(Q)
+        out = np.einsum("mkh,hm->mk", rows[inv.reshape(idx.shape)], Y)
+        return out if bias is None else out + bias[:, None]
+
+    def _threads(self, m: int) -> int:
+        """Python threads for a scan of ``m`` queries: numpy's BLAS threads when the scan is
+        large enough to gain from them, else 1 (no pinning, no pool)."""
+        if m * self.n_cases_ < (1 << 22):
+            return 1
+        from ._threads import blas_threads
+
+        return blas_threads()
+
+    def _rank(
+        self, Q: np.ndarray, acts: np.ndarray, k: int, key: str, weight: str, what: str
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Top-k cases of every query by ``key`` of psi (``weight="psi"``) or alpha.
+
+        One fused pass over the case memory for all queries: cache-sized blocks of
+        coefficients are formed by GEMM, weighted, keyed and merged into running top-k lists
+        (:func:`_scan_top_k`), for ``batch_size`` queries at a time. Returns ``(indices, keys,
+        signed values)``, each (m, k).
+        """
+        self._need_memory()
+        m = Q.shape[0]
+        idx = np.empty((m, k), dtype=np.intp)
+        keys = np.empty((m, k))
+        vals = np.empty((m, k))
+        Rt = self._returns_t if weight == "psi" else None
+        for s in self._blocks(m, self.batch_size, what):  # one pass over the memory per block
+            sl = slice(s, min(m, s + self.batch_size))
+            perm = np.argsort(acts[sl], kind="stable")  # equal actions share a row of returns
+            ap = acts[sl][perm]
+            Y, bias = self._query_side(Q[sl][perm])
+            if self._kind == "dask":
+                best = _rank_dask(self._Phi, Y, bias, Rt, ap, k, key, self._SCAN_ENTRIES)
+            else:
+                best = _scan_top_k(
+                    self._chunks(), Y, bias, Rt, ap, k, key, self._SCAN_ENTRIES, self.n_cases_,
+                    self._threads(sl.stop - sl.start),
+                )
+            rows = np.arange(sl.start, sl.stop)[perm]
+            keys[rows], idx[rows], vals[rows] = best
+        return idx, keys, vals
+
+
+# ---------------------------------------------------------------------- module helpers
+_GROUP = 8  # columns per group maximum in the top-k scan
+def _is_dask(x: Any) -> bool:
+    return type(x).__module__.split(".")[0] == "dask" and hasattr(x, "chunks")
+
+
+def _qr_r(X: np.ndarray) -> np.ndarray:
+    """Upper-triangular factor R of a QR of ``X`` (p x q, p >= q), shape (q, q)."""
+    geqrf = linalg.lapack.dgeqrf
+    qr, _, _, info = geqrf(np.asfortranarray(X, dtype=np.float64), overwrite_a=1)
+    if info != 0:  # pragma: no cover - LAPACK argument error
+        raise RuntimeError(f"LAPACK dgeqrf failed with info = {info}")
+    return np.triu(qr[: X.shape[1]])
+
+
+def _chunk_r(
+    block: Any,
+    Rb: np.ndarray,
+    scale: float,
+    intercept: bool,
+    T: np.ndarray | None,
+    start: int,
+) -> tuple[np.ndarray, float]:
+    """Fold the rows ``[scale * block, 1, Rb]`` into the triangular factor ``T``.
+
+    Returns the new factor (p x p, p = H + intercept + |A|) and max |block|. The first
+    block is stacked on p zero rows so the factor is square even when it has fewer rows.
+    """
+    b, H = block.shape
+    Hp = H + int(intercept)
+    p = Hp + Rb.shape[1]
+    X = np.zeros((p + b, p), order="F")
+    if T is not None:
+        X[:p] = T
+    Xb = X[p:]
+    np.copyto(Xb[:, :H], block)  # float32/int memmap chunks are converted here, chunk-sized
+    check_finite(
+        "Phi" if start == 0 else f"Phi (rows from {start})",
+        Xb[:, :H],
+        hint="training representations must be finite",
+    )
+    max_abs = float(np.abs(Xb[:, :H]).max()) if b else 0.0
+    if scale != 1.0:
+        Xb[:, :H] *= scale
+    if intercept:
+        Xb[:, H] = 1.0
+    Xb[:, Hp:] = Rb
+    return _qr_r(X), max_abs
+
+
+def _tsqr_dask(Phi: Any, R: np.ndarray, scale: float, intercept: bool) -> tuple[np.ndarray, float]:
+    """TSQR of a dask Phi: one factor per row chunk on the workers, then one QR of the
+    stacked factors (a reduction tree of depth two)."""
+    import dask
+
+    offsets = np.concatenate(([0], np.cumsum(Phi.chunks[0])))
+    parts = [
+        dask.delayed(_chunk_r)(blk, R[o0:o1], scale, intercept, None, int(o0))
+        for blk, o0, o1 in zip(Phi.to_delayed().ravel(), offsets[:-1], offsets[1:], strict=True)
+    ]
+    done = dask.compute(*parts)
+    T = _qr_r(np.vstack([t for t, _ in done]))
+    return T, max(mx for _, mx in done)
+
+
+def _scan_top_k(
+    chunks: Any,
+    Y: np.ndarray,
+    bias: np.ndarray | None,
+    Rt: np.ndarray | None,
+    acts: np.ndarray,
+    k: int,
+    key: str,
+    entries: int,
+    n: int,
+    threads: int = 1,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Fused GEMM + top-k of every query over the ``n`` cases of ``chunks``.
+
+    Queries (sorted by action) are split into ``threads`` groups, each a :class:`_TopKScan`;
+    every chunk is read once and fed to all groups, on as many Python threads (BLAS pinned
+    to one thread each, :mod:`cbdt._threads`). Returns ``(keys, indices, signed values)``,
+    each (m, k).
+    """
+    m = Y.shape[1]
+    threads = max(1, min(threads, m // 64))  # a group of fewer queries is not worth a thread
+    cuts = np.linspace(0, m, threads + 1).round().astype(int)
+    scans = [
+        _TopKScan(Y[:, a:b], None if bias is None else bias[a:b], Rt, acts[a:b], k, key,
+                  entries, n)
+        for a, b in zip(cuts[:-1], cuts[1:], strict=True)
+    ]
+    if len(scans) == 1:
+        for s0, X in chunks:
+            scans[0].feed(s0, X)
+    else:
+        from concurrent.futures import ThreadPoolExecutor
+
+        from ._threads import single_threaded_blas
+
+        with single_threaded_blas(), ThreadPoolExecutor(len(scans)) as pool:
+            for s0, X in chunks:
+                list(pool.map(lambda sc: sc.feed(s0, X), scans))  # noqa: B023 - used at once
+    parts = [sc.result() for sc in scans]
+    return tuple(np.concatenate(z) for z in zip(*parts, strict=True))  # type: ignore[return-value]
+
+
+class _TopKScan:
+    """Running top-k of a group of queries, fed chunk by chunk (see :func:`_scan_top_k`).
+
+    ``alpha = X @ Y + bias`` for each case chunk ``X`` (rows = cases). With ``Rt`` the
+    weights are psi: for many queries each cache-sized sub-chunk of ``X`` is scaled once per
+    action by that action's returns, so the GEMM yields psi directly (for a few queries the
+    block is scaled instead). Each (query block, case sub-chunk) block of about ``entries``
+    values stays in cache: it is keyed (|.|, +, -), reduced to the maxima of groups of
+    ``_GROUP`` columns, and only groups whose maximum exceeds the query's running threshold
+    (its current k-th key) are examined. Candidates are merged into the running top-k lists
+    (:func:`cbdt._ranking.merge_top_k`) in batches; keys come out in descending order, ties
+    to the lower case index.
+    """
+
+    def __init__(
+        self,
+        Y: np.ndarray,
+        bias: np.ndarray | None,
+        Rt: np.ndarray | None,
+        acts: np.ndarray,
+        k: int,
+        key: str,
+        entries: int,
+        n: int,
+    ) -> None:
+        h, m = Y.shape
+        g = _GROUP
+        self.k, self.key, self.bias, self.Rt = k, key, bias, Rt
+        self.best_k = np.full((m, k), -np.inf)
+        self.best_i = np.full((m, k), -1, dtype=np.intp)
+        self.best_s = np.zeros((m, k))
+        self.tau = np.full(m, -np.inf)
+        self.Yt = np.ascontiguousarray(Y.T)  # (m, h)
+        qb = max(1, min(m, 128))
+        c = min(max(k, entries // qb), max(n, 1))
+        self.c = -(-c // g) * g  # sub-chunk width: a multiple of the group size
+        self.blocks = []
+        for q0 in range(0, m, qb):
+            q1 = min(m, q0 + qb)
+            a = acts[q0:q1]
+            cut = np.flatnonzero(np.diff(a)) + 1
+            lo = np.concatenate(([0], cut))
+            hi = np.concatenate((cut, [q1 - q0]))
+            segs = [(int(a[i]), int(i), int(j)) for i, j in zip(lo, hi, strict=True)]
+            self.blocks.append([q0, q1, segs, True, []])  # ..., still filling, pending
+        # scale X (c h per action) rather than the block (qb c) when there are many queries
+        self.fold = Rt is not None and qb >= h // 2
+        present = np.unique(acts) if self.fold else np.empty(0, dtype=np.intp)
+        self.bufB = np.empty(qb * self.c)
+        self.bufK = np.empty(qb * self.c) if key != "positive" else self.bufB
+        self.bufX = {int(a): np.empty((self.c, h)) for a in present}
+
+    def result(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        for blk in self.blocks:
+            self._flush(blk)
+        return self.best_k, self.best_i, self.best_s
+
+    def _flush(self, blk: list) -> None:
+        q0, q1, _, _, pend = blk
+        if pend:
+            rows, cols, keys, vals = (np.concatenate(z) for z in zip(*pend, strict=True))
+            merge_top_k(
+                self.best_k[q0:q1], self.best_i[q0:q1], rows, cols, keys,
+                self.best_s[q0:q1], vals,
+            )
+            self.tau[q0:q1] = self.best_k[q0:q1, -1]
+            pend.clear()
+
+    def feed(self, s0: int, X: np.ndarray) -> None:
+        """Rank the cases ``s0 .. s0 + len(X)`` (rows of ``X``) for every query."""
+        g, k, c, Rt, bias = _GROUP, self.k, self.c, self.Rt, self.bias
+        for s in range(0, X.shape[0], c):
+            Xs = X[s : s + c]
+            w = Xs.shape[0]
+            gpos = s0 + s
+            for a, buf in self.bufX.items():  # psi_i = (r_ia x_i) . y
+                np.multiply(Xs, Rt[a, gpos : gpos + w, None], out=buf[:w])
+            for blk in self.blocks:
+                q0, q1, segs, filling, pend = blk
+                nq = q1 - q0
+                B = self.bufB[: nq * w].reshape(nq, w)
+                for a, lo, hi in segs if self.fold else ((None, 0, nq),):
+                    Xa = self.bufX[a][:w] if self.fold else Xs
+                    np.matmul(self.Yt[q0 + lo : q0 + hi], Xa.T, out=B[lo:hi])
+                if bias is not None and not self.fold:
+                    B += bias[q0:q1, None]  # alpha = X y + bias
+                if Rt is not None:
+                    for a, lo, hi in segs:
+                        r = Rt[a, gpos : gpos + w]
+                        if not self.fold:  # psi = alpha r
+                            B[lo:hi] *= r
+                        elif bias is not None:  # psi = (r x) y + bias r
+                            B[lo:hi] += bias[q0 + lo : q0 + hi, None] * r
+                if self.key == "abs":
+                    K = np.abs(B, out=self.bufK[: nq * w].reshape(nq, w))
+                elif self.key == "negative":
+                    K = np.negative(B, out=self.bufK[: nq * w].reshape(nq, w))
+                else:
+                    K = B
+                if filling:  # first sub-chunk: every entry at or above its k-th largest
+                    if w >= k:
+                        th = np.partition(K, w - k, axis=1)[:, w - k]
+                        flat = np.flatnonzero(K >= th[:, None])
+                    else:
+                        flat = np.arange(K.size)
+                    rows, cols = np.divmod(flat, w)
+                    blk[3] = w < k
+                else:
+                    tb = self.tau[q0:q1]
+                    ng = w // g  # groups of g columns j, j + ng, ..., j + (g - 1) ng
+                    rows_l, cols_l = [], []
+                    if ng:
+                        gm = K[:, : ng * g].reshape(nq, g, ng).max(axis=1)
+                        hit = np.flatnonzero(gm > tb[:, None])
+                        if hit.size:
+                            r_, j = np.divmod(hit, ng)
+                            cc = j[:, None] + np.arange(g) * ng
+                            ok = K[r_[:, None], cc] > tb[r_, None]
+                            rows_l.append(np.broadcast_to(r_[:, None], cc.shape)[ok])
+                            cols_l.append(cc[ok])
+                    if ng * g < w:  # the columns left over
+                        r_, j = np.nonzero(K[:, ng * g :] > tb[:, None])
+                        rows_l.append(r_)
+                        cols_l.append(j + ng * g)
+                    if not rows_l:
+                        continue
+                    rows, cols = np.concatenate(rows_l), np.concatenate(cols_l)
+                    if rows.size == 0:
+                        continue
+                pend.append((rows, cols + gpos, K[rows, cols], B[rows, cols]))
+                if filling or sum(p[0].size for p in pend) > 4 * nq * k:
+                    self._flush(blk)
+
+
+def _rank_dask(
+    Phi: Any,
+    Y: np.ndarray,
+    bias: np.ndarray | None,
+    Rt: np.ndarray | None,
+    acts: np.ndarray,
+    k: int,
+    key: str,
+    entries: int,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`_scan_top_k` on every row chunk of a dask ``Phi`` (on its workers), then the
+    per-chunk top-k lists merged in case order on the client."""
+    import dask
+
+    def one(block: np.ndarray, o0: int, o1: int, Y: Any, bias: Any) -> Any:
+        X = np.asarray(block, dtype=np.float64)
+        R_loc = None if Rt is None else Rt[:, o0:o1]
+        return _scan_top_k([(0, X)], Y, bias, R_loc, acts, k, key, entries, X.shape[0])
+
+    offsets = np.concatenate(([0], np.cumsum(Phi.chunks[0])))
+    Yd, bd = dask.delayed(Y), dask.delayed(bias)
+    parts = [
+        dask.delayed(one)(blk, int(o0), int(o1), Yd, bd)
+        for blk, o0, o1 in zip(Phi.to_delayed().ravel(), offsets[:-1], offsets[1:], strict=True)
+    ]
+    done = dask.compute(*parts)
+    m = Y.shape[1]
+    best_k = np.full((m, k), -np.inf)
+    best_i = np.full((m, k), -1, dtype=np.intp)
+    best_s = np.zeros((m, k))
+    for (bk, bi, bs), o0 in zip(done, offsets[:-1], strict=True):
+        ok = bi >= 0
+        rows = np.nonzero(ok)[0]
+        merge_top_k(best_k, best_i, rows, bi[ok] + int(o0), bk[ok], best_s, bs[ok])
+    return best_k, best_i, best_s

@@ -1,0 +1,85 @@
+"""Shared helpers of the benchmarks: medians of repeats, machine description, floors.
+
+Every benchmark reports medians over repeats (this machine is noisy) and a floor measured in
+the same run: a bare GEMM of the same shape into a preallocated output, or a streaming read.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import os
+import platform
+import statistics
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+
+def median_time(fn: Callable[[], Any], repeats: int = 5, inner: int = 1, warm: bool = True) -> float:
+    """Median wall time of ``fn`` in seconds over ``repeats`` runs of ``inner`` calls."""
+    if warm:
+        fn()
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        for _ in range(inner):
+            fn()
+        times.append((time.perf_counter() - t0) / inner)
+    return statistics.median(times)
+
+
+def gemm_floor(m: int, h: int, n: int, repeats: int = 5, seed: int = 0) -> float:
+    """Median time of ``(m, h) @ (h, n)`` into a preallocated (m, n) output (numpy's BLAS)."""
+    rng = np.random.default_rng(seed)
+    A = rng.normal(size=(m, h))
+    B = rng.normal(size=(n, h))  # C order, used transposed like the case memory
+    out = np.empty((m, n))
+    return median_time(lambda: np.matmul(A, B.T, out=out), repeats)
+
+
+def blas_description() -> str:
+    """numpy's and scipy's BLAS libraries and their thread counts."""
+    try:
+        from threadpoolctl import threadpool_info
+
+        return "; ".join(
+            f"{os.path.basename(os.path.dirname(i['filepath']))}/{i['internal_api']} "
+            f"{i['num_threads']} thr"
+            for i in threadpool_info()
+            if i["user_api"] == "blas"
+        )
+    except Exception:  # pragma: no cover - informational only
+        return "unknown"
+
+
+def machine() -> dict[str, str]:
+    """Date, CPU, core count and BLAS of this run (stored beside every result table)."""
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    cpu = line.split(":", 1)[1].strip()
+                    break
+    except OSError:  # pragma: no cover - not Linux
+        pass
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover
+        cores = os.cpu_count() or 0
+    return {
+        "date": _dt.date.today().isoformat(),
+        "cpu": cpu,
+        "cores": str(cores),
+        "blas": blas_description(),
+        "numpy": np.__version__,
+    }
+
+
+def fit_exponent(x: np.ndarray, t: np.ndarray) -> float:
+    """Slope of log t against log x (least squares): the empirical scaling exponent."""
+    x, t = np.asarray(x, float), np.asarray(t, float)
+    ok = np.isfinite(t) & (t > 0)
+    return float(np.polyfit(np.log(x[ok]), np.log(t[ok]), 1)[0])
