@@ -27,7 +27,7 @@ import numpy as np
 import pandas as pd
 from scipy import linalg
 
-from ._ranking import merge_top_k
+from ._ranking import merge_top_k, top_k_indices
 from ._validation import (
     as_float_matrix,
     as_query,
@@ -355,9 +355,12 @@ class CaseInfluence:
         Tf = T[:Hp]
         L = None
         if ridge > 0:  # lambda |v|^2 = lambda c^2 |v_c|^2 for the rescaled weights v_c = v / c
-            w, U = linalg.eigh(metric)
             L = np.zeros((H, T.shape[1]))
-            L[:, :H] = (np.sqrt(np.clip(w, 0.0, None) * ridge) * scale)[:, None] * U.T
+            if self.ridge_metric is None:  # M = I: the rows sqrt(lam) I
+                L[:, :H] = np.eye(H) * (np.sqrt(ridge) * scale)
+            else:  # M = U diag(w) U^T: the rows sqrt(lam w) U^T
+                w, U = linalg.eigh(metric)
+                L[:, :H] = (np.sqrt(np.clip(w, 0.0, None) * ridge) * scale)[:, None] * U.T
             Tf = _qr_r(np.vstack([Tf, L]))[:Hp]
         Rf, Cf = np.ascontiguousarray(Tf[:, :Hp]), np.ascontiguousarray(Tf[:, Hp:])
 
@@ -892,7 +895,7 @@ class CaseInfluence:
 
     # ------------------------------------------------------------------ internals
     # entries (queries x cases) of one cache-sized block of the fused top-k scan
-    _SCAN_ENTRIES = 1 << 17
+    _SCAN_ENTRIES = 1 << 18
 
     def _check_phi(self, Phi: Any) -> tuple[Any, str]:
         if _is_dask(Phi):
@@ -1087,10 +1090,18 @@ class CaseInfluence:
         """
         self._need_memory()
         m = Q.shape[0]
+        Rt = self._returns_t if weight == "psi" else None
+        if self._dual is not None and m <= self.batch_size and m * self.n_cases_ <= self._SCAN_ENTRIES:
+            # one small block (e.g. a single query): form it and rank it directly
+            B = self._alpha(Q)
+            if Rt is not None:
+                B *= Rt[acts]
+            K = np.abs(B) if key == "abs" else (B if key == "positive" else -B)
+            idx = top_k_indices(K, k)
+            return idx, np.take_along_axis(K, idx, axis=1), np.take_along_axis(B, idx, axis=1)
         idx = np.empty((m, k), dtype=np.intp)
         keys = np.empty((m, k))
         vals = np.empty((m, k))
-        Rt = self._returns_t if weight == "psi" else None
         for s in self._blocks(m, self.batch_size, what):  # one pass over the memory per block
             sl = slice(s, min(m, s + self.batch_size))
             perm = np.argsort(acts[sl], kind="stable")  # equal actions share a row of returns
@@ -1110,6 +1121,7 @@ class CaseInfluence:
 
 # ---------------------------------------------------------------------- module helpers
 _GROUP = 8  # columns per group maximum in the top-k scan
+_QBLOCK = 256  # queries per block of the top-k scan
 _TSQR_ROWS = 2048  # rows folded into the triangular factor at once (cache-sized QR)
 def _is_dask(x: Any) -> bool:
     return type(x).__module__.split(".")[0] == "dask" and hasattr(x, "chunks")
@@ -1149,7 +1161,7 @@ def _chunk_r(
     if T is None:
         T = np.zeros((p, p))
     max_abs = 0.0
-    step = _TSQR_ROWS
+    step = max(_TSQR_ROWS, 2 * p)  # at large H, more rows per fold: the factor's p rows are overhead
     buf = np.empty((p + min(step, b), p), order="F")
     for s in range(0, b, step):
         e = min(b, s + step)
@@ -1286,7 +1298,7 @@ class _TopKScan:
         self.best_s = np.zeros((m, k))
         self.tau = np.full(m, -np.inf)
         self.Yt = np.ascontiguousarray(Y.T)  # (m, h)
-        qb = max(1, min(m, 128))
+        qb = max(1, min(m, _QBLOCK))
         c = min(max(k, entries // qb), max(n, 1))
         self.c = -(-c // g) * g  # sub-chunk width: a multiple of the group size
         self.blocks = []
@@ -1387,6 +1399,15 @@ class _TopKScan:
                     self._flush(blk)
 
 
+def _scan_block(
+    block: Any, Y: np.ndarray, bias: Any, R_loc: Any, acts: np.ndarray, k: int, key: str,
+    entries: int,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`_scan_top_k` of one dask chunk, on a worker (indices local to the chunk)."""
+    X = np.asarray(block, dtype=np.float64)
+    return _scan_top_k([(0, X)], Y, bias, R_loc, acts, k, key, entries, X.shape[0])
+
+
 def _rank_dask(
     Phi: Any,
     Y: np.ndarray,
@@ -1401,15 +1422,13 @@ def _rank_dask(
     per-chunk top-k lists merged in case order on the client."""
     import dask
 
-    def one(block: np.ndarray, o0: int, o1: int, Y: Any, bias: Any) -> Any:
-        X = np.asarray(block, dtype=np.float64)
-        R_loc = None if Rt is None else Rt[:, o0:o1]
-        return _scan_top_k([(0, X)], Y, bias, R_loc, acts, k, key, entries, X.shape[0])
-
     offsets = np.concatenate(([0], np.cumsum(Phi.chunks[0])))
-    Yd, bd = dask.delayed(Y), dask.delayed(bias)
-    parts = [
-        dask.delayed(one)(blk, int(o0), int(o1), Yd, bd)
+    Yd, bd, ad = dask.delayed(Y), dask.delayed(bias), dask.delayed(acts)
+    parts = [  # each task gets its own slice of the returns, nothing more
+        dask.delayed(_scan_block)(
+            blk, Yd, bd, None if Rt is None else np.ascontiguousarray(Rt[:, o0:o1]), ad, k,
+            key, entries,
+        )
         for blk, o0, o1 in zip(Phi.to_delayed().ravel(), offsets[:-1], offsets[1:], strict=True)
     ]
     done = dask.compute(*parts)

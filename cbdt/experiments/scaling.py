@@ -26,6 +26,7 @@ __all__ = [
     "scaling_exponents",
     "scaling_verdicts",
     "dask_check",
+    "load_benchmark",
 ]
 
 _EPS = float(np.finfo(np.float64).eps)
@@ -224,3 +225,28 @@ def dask_check(
             "same_top_cases": bool(np.array_equal(a.indices, b.indices)),
         }
     return res
+
+
+def load_benchmark(name: str) -> tuple[pd.DataFrame, dict[str, str]]:
+    """A stored benchmark table and its machine description.
+
+    Parameters
+    ----------
+    name : {"scaling", "limits", "memmap_dask"}
+        ``benchmarks/results/<name>.csv`` and ``<name>_meta.json`` of the repository (written
+        by ``benchmarks/bench_scaling.py``, ``bench_influence.py``, ``bench_memmap_dask.py``).
+
+    Returns
+    -------
+    (DataFrame, dict)
+    """
+    import json
+
+    root = Path(__file__).resolve().parents[2] / "benchmarks" / "results"
+    csv, meta = root / f"{name}.csv", root / f"{name}_meta.json"
+    if not csv.exists() or not meta.exists():
+        raise InputError(
+            f"no stored benchmark {name!r} at {root}: run `make bench` (or the script in "
+            "benchmarks/) from a checkout of the repository to write it."
+        )
+    return pd.read_csv(csv), json.loads(meta.read_text())
