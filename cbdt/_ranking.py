@@ -34,6 +34,8 @@ def top_k_indices(values: np.ndarray, k: int) -> np.ndarray:
         Column indices.
     """
     m, n = values.shape
+    if m == 1:  # one row: a partition and a sort of the tied candidates, no 2-D machinery
+        return _top_k_row(values[0], k)[None, :]
     b = int(np.sqrt(n / k))
     if b < 8 or 2 * k * b > n:  # short rows: partition, then sort only the candidates
         return _top_k_partition(values, k)
@@ -51,6 +53,17 @@ def top_k_indices(values: np.ndarray, k: int) -> np.ndarray:
     if tied.size:
         out[tied] = np.argsort(-values[tied], axis=1, kind="stable")[:, :k]
     return out
+
+
+def _top_k_row(v: np.ndarray, k: int) -> np.ndarray:
+    """Top-k of one row: the k-th largest by partition, then a stable sort of the entries at
+    or above it (ties with the k-th value included, lower index first)."""
+    n = v.shape[0]
+    if 4 * k >= n:
+        return np.argsort(-v, kind="stable")[:k]
+    kth = np.partition(v, n - k)[n - k]
+    cand = np.flatnonzero(v >= kth)  # ascending
+    return cand[np.argsort(-v[cand], kind="stable")[:k]]
 
 
 def _top_k_partition(values: np.ndarray, k: int) -> np.ndarray:

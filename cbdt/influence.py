@@ -158,10 +158,15 @@ class CaseInfluence:
     large (or small) that the factor would overflow (or underflow) are rescaled by an exact
     power of two. No inverse is ever formed.
 
-    Threads: queries on an in-memory fit use only numpy's BLAS; the fused top-k scan of
-    :meth:`top_cases`, :meth:`explain` and :func:`cbdt.audit.audit_signals` pins BLAS to one
-    thread and runs query groups on as many Python threads as numpy's BLAS has (small GEMMs
-    gain nothing from a BLAS pool, and two pools would fight for the cores).
+    Ranking: :meth:`top_cases`, :meth:`explain` and :func:`cbdt.audit.audit_signals` form
+    the contributions in cache-sized blocks, screen each block in float32 (a bound on the
+    float32 error keeps every case that could enter the top k) and recompute the survivors in
+    float64, so the ranking is the float64 one at about the cost of a float32 GEMM.
+
+    Threads: queries on an in-memory fit use only numpy's BLAS; the ranking scan and the
+    fit's QR folds pin BLAS to one thread and run on as many Python threads as numpy's BLAS
+    has (small GEMMs and QRs gain nothing from a BLAS pool, and two pools would fight for
+    the cores).
 
     Examples
     --------
@@ -459,8 +464,10 @@ class CaseInfluence:
         n = Phi.shape[0]
         # each thread folds its share of every chunk into a factor of its own (numpy and
         # LAPACK release the GIL); BLAS is pinned to one thread for these small QRs, and the
-        # factors are stacked and reduced by one more QR (a reduction tree of depth two)
-        threads = max(1, min(blas_threads(), n // (4 * _TSQR_ROWS)))
+        # factors are stacked and reduced by one more QR (a reduction tree of depth two).
+        p = Phi.shape[1] + int(self.intercept) + R.shape[1]
+        small = p <= 256  # small folds: pinned BLAS, one fold per Python thread
+        threads = max(1, min(blas_threads(), n // (4 * _TSQR_ROWS))) if small else 1
         Ts: list[np.ndarray | None] = [None] * threads
         mx = [0.0] * threads
 
@@ -469,7 +476,10 @@ class CaseInfluence:
                 Ts[j], m_ = _chunk_r(Phi[a:b], R[a:b], scale, self.intercept, Ts[j], a)
                 mx[j] = max(mx[j], m_)
 
-        with single_threaded_blas():
+        from contextlib import nullcontext
+
+        # large folds (wide H) are level-3 work that BLAS's own threads share better
+        with single_threaded_blas() if small else nullcontext():
             if threads == 1:
                 for start in range(0, n, self.chunk_size):
                     fold(0, start, min(n, start + self.chunk_size))
@@ -895,7 +905,7 @@ class CaseInfluence:
 
     # ------------------------------------------------------------------ internals
     # entries (queries x cases) of one cache-sized block of the fused top-k scan
-    _SCAN_ENTRIES = 1 << 18
+    _SCAN_ENTRIES = 1 << 19
 
     def _check_phi(self, Phi: Any) -> tuple[Any, str]:
         if _is_dask(Phi):
@@ -1043,7 +1053,10 @@ class CaseInfluence:
         if out is None:
             out = np.empty((Q.shape[0], self.n_cases_))
         if self._dual is not None:  # one GEMM straight into the output: no temporary
-            np.matmul(self._augment(Q), self._dual.T, out=out)
+            if Q.shape[0] == 1:  # a matrix-vector product (GEMV), faster than a 1-row GEMM
+                np.matmul(self._dual, self._augment(Q)[0], out=out[0])
+            else:
+                np.matmul(self._augment(Q), self._dual.T, out=out)
             return out
         Y, bias = self._query_side(Q)
         if self._kind == "dask":
@@ -1095,10 +1108,11 @@ class CaseInfluence:
             # one small block (e.g. a single query): form it and rank it directly
             B = self._alpha(Q)
             if Rt is not None:
-                B *= Rt[acts]
+                B *= Rt[acts[0]] if m == 1 else Rt[acts]
             K = np.abs(B) if key == "abs" else (B if key == "positive" else -B)
             idx = top_k_indices(K, k)
-            return idx, np.take_along_axis(K, idx, axis=1), np.take_along_axis(B, idx, axis=1)
+            rows = np.arange(m)[:, None]
+            return idx, K[rows, idx], B[rows, idx]
         idx = np.empty((m, k), dtype=np.intp)
         keys = np.empty((m, k))
         vals = np.empty((m, k))
@@ -1122,6 +1136,7 @@ class CaseInfluence:
 # ---------------------------------------------------------------------- module helpers
 _GROUP = 8  # columns per group maximum in the top-k scan
 _QBLOCK = 256  # queries per block of the top-k scan
+_SCREEN_F32 = True  # screen blocks in float32 before the exact float64 comparison
 _TSQR_ROWS = 2048  # rows folded into the triangular factor at once (cache-sized QR)
 def _is_dask(x: Any) -> bool:
     return type(x).__module__.split(".")[0] == "dask" and hasattr(x, "chunks")
@@ -1316,6 +1331,22 @@ class _TopKScan:
         self.bufB = np.empty(qb * self.c)
         self.bufK = np.empty(qb * self.c) if key != "positive" else self.bufB
         self.bufX = {int(a): np.empty((self.c, h)) for a in present}
+        # float32 screening (see _feed32): half the GEMM time, exact results
+        self.acts = np.asarray(acts)
+        ymax = float(np.abs(self.Yt).max()) if self.Yt.size else 0.0
+        self.ymax = ymax
+        self.rmax = 1.0 if Rt is None else float(np.abs(Rt).max())  # once, not per chunk
+        self.screen = _SCREEN_F32 and 0.0 < ymax < 1e15
+        if self.screen:
+            f4 = np.float32
+            self.Y32t = self.Yt.astype(f4)
+            self.ynorm = np.sqrt(np.einsum("mh,mh->m", self.Yt, self.Yt))
+            self.bias32 = None if bias is None else bias.astype(f4)
+            self.Rt32 = None if Rt is None else Rt.astype(f4)
+            self.bufB32 = np.empty(qb * self.c, dtype=f4)
+            self.bufK32 = np.empty(qb * self.c, dtype=f4) if key != "positive" else self.bufB32
+            self.bufX32 = np.empty((self.c, h), dtype=f4)
+            self.bufX32a = {int(a): np.empty((self.c, h), dtype=f4) for a in present}
 
     def result(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         for blk in self.blocks:
@@ -1335,6 +1366,119 @@ class _TopKScan:
 
     def feed(self, s0: int, X: np.ndarray) -> None:
         """Rank the cases ``s0 .. s0 + len(X)`` (rows of ``X``) for every query."""
+        if self.screen and X.size:
+            scale = self.ymax * float(np.abs(X).max()) * max(self.rmax, 1e-300)
+            if 1e-20 < scale < 1e20 and self.rmax < 1e30:  # well inside float32's range
+                self._feed32(s0, X)
+                return
+        self._feed64(s0, X)
+
+    def _exact(
+        self, q0: int, rows: np.ndarray, cols: np.ndarray, Xs: np.ndarray, gpos: int
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Float64 (key, signed value) of the entries (q0 + rows, cols) of the block."""
+        a = np.einsum("ch,ch->c", self.Yt[q0 + rows], Xs[cols])
+        if self.bias is not None:
+            a += self.bias[q0 + rows]
+        if self.Rt is not None:
+            a *= self.Rt[self.acts[q0 + rows], gpos + cols]
+        key = np.abs(a) if self.key == "abs" else (a if self.key == "positive" else -a)
+        return key, a
+
+    def _feed32(self, s0: int, X: np.ndarray) -> None:
+        """:meth:`_feed64` with the blocks formed and screened in float32.
+
+        The float32 block differs from the float64 one by at most
+        ``M_i = (h + 8) u (|y_i| max_j |x_j| + |b_i|) max_j |r_j| + 1e-30`` per query (``u``
+        float32's machine epsilon: conversion, products and sums of ``h`` terms), so every
+        entry whose float64 key can exceed the query's threshold ``tau_i`` has a float32 key
+        above ``tau_i - M_i``. Those candidates are recomputed in float64 and only then
+        compared and merged: the result is the float64 top-k, found at float32 speed.
+        """
+        g, k, c, Rt, bias = _GROUP, self.k, self.c, self.Rt, self.bias
+        h = self.Yt.shape[1]
+        coef = (h + 8) * float(np.finfo(np.float32).eps) * 1.1
+        for s in range(0, X.shape[0], c):
+            Xs = X[s : s + c]
+            w = Xs.shape[0]
+            gpos = s0 + s
+            X32 = self.bufX32[:w]
+            np.copyto(X32, Xs, casting="same_kind")
+            xmax = float(np.sqrt(np.einsum("ch,ch->c", Xs, Xs)).max())
+            # max |r| of each action over the sub-chunk (one value per action)
+            rmax = None if Rt is None else np.abs(Rt[:, gpos : gpos + w]).max(axis=1)
+            for a, buf in self.bufX32a.items():
+                np.multiply(X32, self.Rt32[a, gpos : gpos + w, None], out=buf[:w])
+            for blk in self.blocks:
+                q0, q1, segs, filling, pend = blk
+                nq = q1 - q0
+                B = self.bufB32[: nq * w].reshape(nq, w)
+                for a, lo, hi in segs if self.fold else ((None, 0, nq),):
+                    Xa = self.bufX32a[a][:w] if self.fold else X32
+                    np.matmul(self.Y32t[q0 + lo : q0 + hi], Xa.T, out=B[lo:hi])
+                if bias is not None and not self.fold:
+                    B += self.bias32[q0:q1, None]
+                if Rt is not None:
+                    for a, lo, hi in segs:
+                        r = self.Rt32[a, gpos : gpos + w]
+                        if not self.fold:
+                            B[lo:hi] *= r
+                        elif bias is not None:
+                            B[lo:hi] += self.bias32[q0 + lo : q0 + hi, None] * r
+                if self.key == "abs":
+                    K = np.abs(B, out=self.bufK32[: nq * w].reshape(nq, w))
+                elif self.key == "negative":
+                    K = np.negative(B, out=self.bufK32[: nq * w].reshape(nq, w))
+                else:
+                    K = B
+                M = self.ynorm[q0:q1] * xmax
+                if bias is not None:
+                    M = M + np.abs(bias[q0:q1])
+                if rmax is not None:
+                    M = M * rmax[self.acts[q0:q1]]
+                M = coef * M + 1e-30
+                if filling:  # first sub-chunk: every entry that can reach its k-th largest
+                    if w >= k:
+                        th = np.partition(K, w - k, axis=1)[:, w - k].astype(np.float64)
+                        thr = (th - 2 * M - coef * np.abs(th)).astype(np.float32)
+                        flat = np.flatnonzero(K >= thr[:, None])
+                    else:
+                        flat = np.arange(K.size)
+                    rows, cols = np.divmod(flat, w)
+                    blk[3] = w < k
+                else:
+                    tb = self.tau[q0:q1]
+                    thr = (tb - M - coef * np.abs(tb)).astype(np.float32)
+                    ng = w // g
+                    rows_l, cols_l = [], []
+                    if ng:
+                        gm = K[:, : ng * g].reshape(nq, g, ng).max(axis=1)
+                        hit = np.flatnonzero(gm > thr[:, None])
+                        if hit.size:
+                            r_, j = np.divmod(hit, ng)
+                            cc = j[:, None] + np.arange(g) * ng
+                            ok = K[r_[:, None], cc] > thr[r_, None]
+                            rows_l.append(np.broadcast_to(r_[:, None], cc.shape)[ok])
+                            cols_l.append(cc[ok])
+                    if ng * g < w:
+                        r_, j = np.nonzero(K[:, ng * g :] > thr[:, None])
+                        rows_l.append(r_)
+                        cols_l.append(j + ng * g)
+                    if not rows_l:
+                        continue
+                    rows, cols = np.concatenate(rows_l), np.concatenate(cols_l)
+                    if rows.size == 0:
+                        continue
+                key64, val64 = self._exact(q0, rows, cols, Xs, gpos)
+                keep = key64 > self.tau[q0 + rows]
+                if not keep.all():
+                    rows, cols, key64, val64 = rows[keep], cols[keep], key64[keep], val64[keep]
+                pend.append((rows, cols + gpos, key64, val64))
+                if filling or sum(p[0].size for p in pend) > 4 * nq * k:
+                    self._flush(blk)
+
+    def _feed64(self, s0: int, X: np.ndarray) -> None:
+        """Rank the cases ``s0 .. s0 + len(X)`` in float64 throughout."""
         g, k, c, Rt, bias = _GROUP, self.k, self.c, self.Rt, self.bias
         for s in range(0, X.shape[0], c):
             Xs = X[s : s + c]

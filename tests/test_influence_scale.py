@@ -178,3 +178,28 @@ def test_coefficients_into_a_preallocated_output():
                 np.empty((500, 9)).T, [[0.0] * 500] * 9):
         with pytest.raises(cbdt_InputError, match="out must be a writeable C-contiguous"):
             ci.coefficients(Q, out=bad)
+
+
+@pytest.mark.parametrize("key", ["abs", "positive", "negative"])
+def test_float32_screen_is_exact_below_float32_resolution(key):
+    # keys that differ only beyond float32's precision: the float32 screen cannot order them,
+    # the float64 recomputation of its candidates must
+    rng = np.random.default_rng(3)
+    n, m, h, k = 6000, 300, 5, 17
+    X = np.tile(rng.normal(size=(1, h)), (n, 1)) + 1e-9 * rng.normal(size=(n, h))
+    X[::7] *= -1.0
+    Y = rng.normal(size=(h, m))
+    Rt = 1.0 + 1e-10 * rng.normal(size=(2, n))
+    acts = np.sort(rng.integers(0, 2, size=m))
+    keys, idx, signed = _scan_top_k([(0, X)], Y, None, Rt, acts, k, key, 1 << 14, n, 1)
+    psi = (X @ Y).T * Rt[acts]
+    full = {"abs": np.abs(psi), "positive": psi, "negative": -psi}[key]
+    top = np.take_along_axis(full, reference_top_k(full, k), axis=1)
+    # the keys of the chosen cases are the k largest, in order, up to float64 rounding (1e-15
+    # of the products' scale), although neighbouring keys differ only at 1e-9 relative
+    tol = 1e-13 * np.abs(X).max() * np.abs(Y).max() * h
+    np.testing.assert_allclose(keys, top, rtol=0, atol=tol)
+    np.testing.assert_allclose(np.take_along_axis(full, idx, axis=1), top, rtol=0, atol=tol)
+    np.testing.assert_allclose(signed, np.take_along_axis(psi, idx, axis=1), rtol=0, atol=tol)
+    gaps = np.diff(np.sort(full, axis=1)[:, ::-1][:, : k + 1], axis=1)
+    assert np.median(np.abs(gaps)) < 5e-8 * np.abs(full).max()  # below float32 resolution
