@@ -9,8 +9,9 @@ Measures, in one run on this machine (medians of ``--repeats``):
 * the same fit and queries with ``Phi`` as a ``dask.array`` of row chunks read by the
   workers of a ``dask.distributed.LocalCluster`` (2 processes, 1 thread each, loopback);
 * peak memory: the tracemalloc peak of numpy allocations in this process during each call
-  (the file's pages mapped by a memmap are page cache, not counted), and the peak RSS of
-  each dask worker;
+  (the file's pages mapped by a memmap are page cache, not counted), and the largest RSS of
+  any dask worker, sampled every 20 ms (a forked worker's ``ru_maxrss`` would report the
+  parent's size);
 * memory bounds in RAM at n = 2,000,000: tracemalloc peaks of ``top_cases``, ``explain`` and
   ``audit_signals`` for 1,024 queries (their (m, n) contributions would be 16 GB).
 
@@ -23,10 +24,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import resource
+import os
 import shutil
 import sys
 import tempfile
+import threading
 import time
 import tracemalloc
 from pathlib import Path
@@ -65,6 +67,36 @@ def peak_alloc(fn) -> tuple[float, float]:
     peak = tracemalloc.get_traced_memory()[1] / 2**20
     tracemalloc.stop()
     return t, peak
+
+
+class RssPeak:
+    """Largest resident set (MB) of any of ``pids`` while the block runs (sampled every 20 ms).
+
+    Dask's worker processes are forked from this one, so their ``ru_maxrss`` starts at this
+    process's size; sampling their current RSS measures what they really hold.
+    """
+
+    def __init__(self, pids: list[int]) -> None:
+        import psutil
+
+        self.procs = [psutil.Process(p) for p in pids]
+        self.peak_mb = 0.0
+        self._stop = threading.Event()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            for p in self.procs:
+                self.peak_mb = max(self.peak_mb, p.memory_info().rss / 2**20)
+            time.sleep(0.02)
+
+    def __enter__(self) -> RssPeak:
+        self._t = threading.Thread(target=self._run, daemon=True)
+        self._t.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._t.join()
 
 
 def gemm_16(Q: np.ndarray, n: int, out: np.ndarray, rep: int) -> float:
@@ -143,17 +175,17 @@ def main(argv: list[str] | None = None) -> None:
         with LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
                           host="127.0.0.1", dashboard_address=None) as cluster, \
                 Client(cluster) as client:
+            pids = list(client.run(os.getpid).values())
             ci = cbdt.CaseInfluence()
-            t0 = time.perf_counter()
-            ci.fit(X, R)
-            t_fit = time.perf_counter() - t0
-            row("dask (2 local workers): fit", t_fit)
-            t_q = median_time(lambda: ci.top_cases(Q, 1, k=10), rep)
-            row("dask (2 local workers): top_cases of 16 queries", t_q, None,
+            with RssPeak(pids) as fit_peak:
+                t0 = time.perf_counter()
+                ci.fit(X, R)
+                t_fit = time.perf_counter() - t0
+            row("dask (2 local workers): fit", t_fit, fit_peak.peak_mb)
+            with RssPeak(pids) as q_peak:
+                t_q = median_time(lambda: ci.top_cases(Q, 1, k=10), rep)
+            row("dask (2 local workers): top_cases of 16 queries", t_q, q_peak.peak_mb,
                 max(t_read, t_gemm), "max(streaming pass, GEMM)")
-            rss = client.run(lambda: resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
-            for w, kb in rss.items():
-                row(f"dask worker {w.split(':')[-1]}: peak RSS", float("nan"), kb / 1024)
             ref = cbdt.CaseInfluence().fit(np.load(path, mmap_mode="r"), R)
             a, b = ci.top_cases(Q, 1, k=10), ref.top_cases(Q, 1, k=10)
             same = bool(np.array_equal(a.indices, b.indices)) and bool(

@@ -440,6 +440,7 @@ class CaseInfluence:
         self.gram_.setflags(write=False)
         self.returns_ = R
         self._returns_t = np.ascontiguousarray(R.T)
+        self._returns_absmax = float(np.abs(R).max())
         for arr in (R, self._returns_t, V, R0):
             arr.setflags(write=False)
         self.n_cases_ = n
@@ -1126,7 +1127,7 @@ class CaseInfluence:
             else:
                 best = _scan_top_k(
                     self._chunks(), Y, bias, Rt, ap, k, key, self._SCAN_ENTRIES, self.n_cases_,
-                    self._threads(sl.stop - sl.start),
+                    self._threads(sl.stop - sl.start), self._returns_absmax,
                 )
             rows = np.arange(sl.start, sl.stop)[perm]
             keys[rows], idx[rows], vals[rows] = best
@@ -1226,6 +1227,7 @@ def _scan_top_k(
     entries: int,
     n: int,
     threads: int = 1,
+    rmax: float | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Fused GEMM + top-k of every query over the ``n`` cases of ``chunks``.
 
@@ -1239,16 +1241,18 @@ def _scan_top_k(
     from contextlib import nullcontext
 
     m = Y.shape[1]
+    if rmax is None:  # max |r| over the cases, for the float32 screen's error bound
+        rmax = 1.0 if Rt is None or Rt.size == 0 else float(np.abs(Rt).max())
     by_queries = m >= 64 * threads
     if threads == 1 or by_queries:
         cuts = np.linspace(0, m, threads + 1).round().astype(int)
         scans = [
             _TopKScan(Y[:, a:b], None if bias is None else bias[a:b], Rt, acts[a:b], k, key,
-                      entries, n)
+                      entries, n, rmax)
             for a, b in zip(cuts[:-1], cuts[1:], strict=True)
         ]
     else:
-        scans = [_TopKScan(Y, bias, Rt, acts, k, key, entries, n) for _ in range(threads)]
+        scans = [_TopKScan(Y, bias, Rt, acts, k, key, entries, n, rmax) for _ in range(threads)]
     pin = threads > 1 or m * n > entries  # several blocks: pin BLAS to one thread
     if pin:
         from ._threads import single_threaded_blas
@@ -1304,6 +1308,7 @@ class _TopKScan:
         key: str,
         entries: int,
         n: int,
+        rmax: float = 1.0,
     ) -> None:
         h, m = Y.shape
         g = _GROUP
@@ -1335,14 +1340,13 @@ class _TopKScan:
         self.acts = np.asarray(acts)
         ymax = float(np.abs(self.Yt).max()) if self.Yt.size else 0.0
         self.ymax = ymax
-        self.rmax = 1.0 if Rt is None else float(np.abs(Rt).max())  # once, not per chunk
+        self.rmax = 1.0 if Rt is None else rmax  # max |r| over all cases, from the fit
         self.screen = _SCREEN_F32 and 0.0 < ymax < 1e15
         if self.screen:
             f4 = np.float32
             self.Y32t = self.Yt.astype(f4)
             self.ynorm = np.sqrt(np.einsum("mh,mh->m", self.Yt, self.Yt))
             self.bias32 = None if bias is None else bias.astype(f4)
-            self.Rt32 = None if Rt is None else Rt.astype(f4)
             self.bufB32 = np.empty(qb * self.c, dtype=f4)
             self.bufK32 = np.empty(qb * self.c, dtype=f4) if key != "positive" else self.bufB32
             self.bufX32 = np.empty((self.c, h), dtype=f4)
@@ -1366,12 +1370,16 @@ class _TopKScan:
 
     def feed(self, s0: int, X: np.ndarray) -> None:
         """Rank the cases ``s0 .. s0 + len(X)`` (rows of ``X``) for every query."""
-        if self.screen and X.size:
-            scale = self.ymax * float(np.abs(X).max()) * max(self.rmax, 1e-300)
-            if 1e-20 < scale < 1e20 and self.rmax < 1e30:  # well inside float32's range
-                self._feed32(s0, X)
-                return
-        self._feed64(s0, X)
+        c = self.c
+        for s in range(0, X.shape[0], c):  # sub-chunks of c cases: no (len(X), h) temporaries
+            Xs = X[s : s + c]
+            if self.screen:
+                xn = np.sqrt(np.einsum("ch,ch->c", Xs, Xs))
+                scale = self.ymax * float(xn.max()) * max(self.rmax, 1e-300)
+                if 1e-20 < scale < 1e20 and self.rmax < 1e30:  # well inside float32's range
+                    self._feed32(s0 + s, Xs, float(xn.max()))
+                    continue
+            self._feed64(s0 + s, Xs)
 
     def _exact(
         self, q0: int, rows: np.ndarray, cols: np.ndarray, Xs: np.ndarray, gpos: int
@@ -1385,7 +1393,7 @@ class _TopKScan:
         key = np.abs(a) if self.key == "abs" else (a if self.key == "positive" else -a)
         return key, a
 
-    def _feed32(self, s0: int, X: np.ndarray) -> None:
+    def _feed32(self, gpos: int, Xs: np.ndarray, xmax: float) -> None:
         """:meth:`_feed64` with the blocks formed and screened in float32.
 
         The float32 block differs from the float64 one by at most
@@ -1395,87 +1403,84 @@ class _TopKScan:
         above ``tau_i - M_i``. Those candidates are recomputed in float64 and only then
         compared and merged: the result is the float64 top-k, found at float32 speed.
         """
-        g, k, c, Rt, bias = _GROUP, self.k, self.c, self.Rt, self.bias
+        g, k, Rt, bias = _GROUP, self.k, self.Rt, self.bias
         h = self.Yt.shape[1]
         coef = (h + 8) * float(np.finfo(np.float32).eps) * 1.1
-        for s in range(0, X.shape[0], c):
-            Xs = X[s : s + c]
-            w = Xs.shape[0]
-            gpos = s0 + s
-            X32 = self.bufX32[:w]
-            np.copyto(X32, Xs, casting="same_kind")
-            xmax = float(np.sqrt(np.einsum("ch,ch->c", Xs, Xs)).max())
-            # max |r| of each action over the sub-chunk (one value per action)
-            rmax = None if Rt is None else np.abs(Rt[:, gpos : gpos + w]).max(axis=1)
-            for a, buf in self.bufX32a.items():
-                np.multiply(X32, self.Rt32[a, gpos : gpos + w, None], out=buf[:w])
-            for blk in self.blocks:
-                q0, q1, segs, filling, pend = blk
-                nq = q1 - q0
-                B = self.bufB32[: nq * w].reshape(nq, w)
-                for a, lo, hi in segs if self.fold else ((None, 0, nq),):
-                    Xa = self.bufX32a[a][:w] if self.fold else X32
-                    np.matmul(self.Y32t[q0 + lo : q0 + hi], Xa.T, out=B[lo:hi])
-                if bias is not None and not self.fold:
-                    B += self.bias32[q0:q1, None]
-                if Rt is not None:
-                    for a, lo, hi in segs:
-                        r = self.Rt32[a, gpos : gpos + w]
-                        if not self.fold:
-                            B[lo:hi] *= r
-                        elif bias is not None:
-                            B[lo:hi] += self.bias32[q0 + lo : q0 + hi, None] * r
-                if self.key == "abs":
-                    K = np.abs(B, out=self.bufK32[: nq * w].reshape(nq, w))
-                elif self.key == "negative":
-                    K = np.negative(B, out=self.bufK32[: nq * w].reshape(nq, w))
+        w = Xs.shape[0]
+        X32 = self.bufX32[:w]
+        np.copyto(X32, Xs, casting="same_kind")
+        # max |r| of each action over the sub-chunk (one value per action)
+        rmax = None if Rt is None else np.abs(Rt[:, gpos : gpos + w]).max(axis=1)
+        R32 = None if Rt is None else Rt[:, gpos : gpos + w].astype(np.float32)  # (A, w)
+        for a, buf in self.bufX32a.items():
+            np.multiply(X32, R32[a, :, None], out=buf[:w])
+        for blk in self.blocks:
+            q0, q1, segs, filling, pend = blk
+            nq = q1 - q0
+            B = self.bufB32[: nq * w].reshape(nq, w)
+            for a, lo, hi in segs if self.fold else ((None, 0, nq),):
+                Xa = self.bufX32a[a][:w] if self.fold else X32
+                np.matmul(self.Y32t[q0 + lo : q0 + hi], Xa.T, out=B[lo:hi])
+            if bias is not None and not self.fold:
+                B += self.bias32[q0:q1, None]
+            if Rt is not None:
+                for a, lo, hi in segs:
+                    r = R32[a]
+                    if not self.fold:
+                        B[lo:hi] *= r
+                    elif bias is not None:
+                        B[lo:hi] += self.bias32[q0 + lo : q0 + hi, None] * r
+            if self.key == "abs":
+                K = np.abs(B, out=self.bufK32[: nq * w].reshape(nq, w))
+            elif self.key == "negative":
+                K = np.negative(B, out=self.bufK32[: nq * w].reshape(nq, w))
+            else:
+                K = B
+            M = self.ynorm[q0:q1] * xmax
+            if bias is not None:
+                M = M + np.abs(bias[q0:q1])
+            if rmax is not None:
+                M = M * rmax[self.acts[q0:q1]]
+            M = coef * M + 1e-30
+            if filling:  # first sub-chunk: every entry that can reach its k-th largest
+                if w >= k:
+                    th = np.partition(K, w - k, axis=1)[:, w - k].astype(np.float64)
+                    thr = (th - 2 * M - coef * np.abs(th)).astype(np.float32)
+                    flat = np.flatnonzero(K >= thr[:, None])
                 else:
-                    K = B
-                M = self.ynorm[q0:q1] * xmax
-                if bias is not None:
-                    M = M + np.abs(bias[q0:q1])
-                if rmax is not None:
-                    M = M * rmax[self.acts[q0:q1]]
-                M = coef * M + 1e-30
-                if filling:  # first sub-chunk: every entry that can reach its k-th largest
-                    if w >= k:
-                        th = np.partition(K, w - k, axis=1)[:, w - k].astype(np.float64)
-                        thr = (th - 2 * M - coef * np.abs(th)).astype(np.float32)
-                        flat = np.flatnonzero(K >= thr[:, None])
-                    else:
-                        flat = np.arange(K.size)
-                    rows, cols = np.divmod(flat, w)
-                    blk[3] = w < k
-                else:
-                    tb = self.tau[q0:q1]
-                    thr = (tb - M - coef * np.abs(tb)).astype(np.float32)
-                    ng = w // g
-                    rows_l, cols_l = [], []
-                    if ng:
-                        gm = K[:, : ng * g].reshape(nq, g, ng).max(axis=1)
-                        hit = np.flatnonzero(gm > thr[:, None])
-                        if hit.size:
-                            r_, j = np.divmod(hit, ng)
-                            cc = j[:, None] + np.arange(g) * ng
-                            ok = K[r_[:, None], cc] > thr[r_, None]
-                            rows_l.append(np.broadcast_to(r_[:, None], cc.shape)[ok])
-                            cols_l.append(cc[ok])
-                    if ng * g < w:
-                        r_, j = np.nonzero(K[:, ng * g :] > thr[:, None])
-                        rows_l.append(r_)
-                        cols_l.append(j + ng * g)
-                    if not rows_l:
-                        continue
-                    rows, cols = np.concatenate(rows_l), np.concatenate(cols_l)
-                    if rows.size == 0:
-                        continue
-                key64, val64 = self._exact(q0, rows, cols, Xs, gpos)
-                keep = key64 > self.tau[q0 + rows]
-                if not keep.all():
-                    rows, cols, key64, val64 = rows[keep], cols[keep], key64[keep], val64[keep]
-                pend.append((rows, cols + gpos, key64, val64))
-                if filling or sum(p[0].size for p in pend) > 4 * nq * k:
-                    self._flush(blk)
+                    flat = np.arange(K.size)
+                rows, cols = np.divmod(flat, w)
+                blk[3] = w < k
+            else:
+                tb = self.tau[q0:q1]
+                thr = (tb - M - coef * np.abs(tb)).astype(np.float32)
+                ng = w // g
+                rows_l, cols_l = [], []
+                if ng:
+                    gm = K[:, : ng * g].reshape(nq, g, ng).max(axis=1)
+                    hit = np.flatnonzero(gm > thr[:, None])
+                    if hit.size:
+                        r_, j = np.divmod(hit, ng)
+                        cc = j[:, None] + np.arange(g) * ng
+                        ok = K[r_[:, None], cc] > thr[r_, None]
+                        rows_l.append(np.broadcast_to(r_[:, None], cc.shape)[ok])
+                        cols_l.append(cc[ok])
+                if ng * g < w:
+                    r_, j = np.nonzero(K[:, ng * g :] > thr[:, None])
+                    rows_l.append(r_)
+                    cols_l.append(j + ng * g)
+                if not rows_l:
+                    continue
+                rows, cols = np.concatenate(rows_l), np.concatenate(cols_l)
+                if rows.size == 0:
+                    continue
+            key64, val64 = self._exact(q0, rows, cols, Xs, gpos)
+            keep = key64 > self.tau[q0 + rows]
+            if not keep.all():
+                rows, cols, key64, val64 = rows[keep], cols[keep], key64[keep], val64[keep]
+            pend.append((rows, cols + gpos, key64, val64))
+            if filling or sum(p[0].size for p in pend) > 4 * nq * k:
+                self._flush(blk)
 
     def _feed64(self, s0: int, X: np.ndarray) -> None:
         """Rank the cases ``s0 .. s0 + len(X)`` in float64 throughout."""

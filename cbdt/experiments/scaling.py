@@ -152,7 +152,9 @@ def scaling_verdicts(df: pd.DataFrame, margin: float = 1.2) -> list[str]:
     """Sentences on where, if anywhere, a Nyström reading beats the exact fit or query.
 
     A method "wins" at a size when the exact time is more than ``margin`` times its time
-    there (the benchmark's medians; smaller gaps are within this machine's noise).
+    there (the benchmark's medians; smaller gaps are within this machine's noise). Wins that
+    hold from some size up to the largest are reported as a trend ("from ... on"); others
+    as isolated sizes.
 
     Returns
     -------
@@ -176,8 +178,22 @@ def scaling_verdicts(df: pd.DataFrame, margin: float = 1.2) -> list[str]:
                         f"{margin}x (exact/Nyström ratio {ratio.min():.2f} to {ratio.max():.2f})."
                     )
                 else:
-                    where = ", ".join(f"{size}={int(v):,} ({ratio[v]:.1f}x)" for v in wins.index)
-                    out.append(f"{meth}, {what}, growing {size}: faster than exact at {where}.")
+                    sizes = list(ratio.index)
+                    tail = [v for i, v in enumerate(sizes) if (ratio.iloc[i:] > margin).all()]
+                    lone = [v for v in wins.index if v not in tail]
+                    parts = []
+                    if tail:
+                        parts.append(
+                            f"faster than exact from {size}={int(tail[0]):,} on ("
+                            + ", ".join(f"{ratio[v]:.1f}x" for v in tail) + ")"
+                        )
+                    if lone:
+                        parts.append(
+                            "faster at isolated sizes only, not at the next larger one ("
+                            + ", ".join(f"{size}={int(v):,}: {ratio[v]:.1f}x" for v in lone)
+                            + "), which this machine's timing noise can produce"
+                        )
+                    out.append(f"{meth}, {what}, growing {size}: " + "; ".join(parts) + ".")
         if not fl.empty and not ex.empty:
             r = (ex["query_s"] / fl["query_s"]).dropna()
             out.append(

@@ -1,0 +1,66 @@
+"""Chapter 10 helpers: accuracy table, scaling exponents and verdicts, stored benchmarks."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from cbdt import InputError
+from cbdt.experiments import scaling
+
+
+def power_law_table() -> pd.DataFrame:
+    rows = []
+    for n in (1e3, 1e4, 1e5):
+        rows += [
+            dict(sweep="n", n=n, H=64, method="floor (GEMM)", fit_s=1e-9 * n, query_s=1e-10 * n),
+            dict(sweep="n", n=n, H=64, method="exact", fit_s=2e-9 * n, query_s=1e-10 * n),
+            # Nystrom: slower at small n, 3x faster to fit from n = 1e4 on
+            dict(sweep="n", n=n, H=64, method="Nystrom features",
+                 fit_s=(4e-9 if n < 1e4 else 2e-9 / 3) * n, query_s=1e-10 * n),
+        ]
+    return pd.DataFrame(rows)
+
+
+def test_exponents_recover_a_power_law():
+    ex = scaling.scaling_exponents(power_law_table())
+    assert ex.loc[("n", "exact"), "fit"] == pytest.approx(1.0, abs=1e-12)
+    assert ex.loc[("n", "floor (GEMM)"), "query"] == pytest.approx(1.0, abs=1e-12)
+    with pytest.raises(InputError, match="needs the columns"):
+        scaling.scaling_exponents(pd.DataFrame({"n": [1]}))
+
+
+def test_verdicts_name_trends_and_never_invent_wins():
+    v = scaling.scaling_verdicts(power_law_table())
+    fit = next(s for s in v if s.startswith("Nystrom features, fit"))
+    assert "from n=10,000 on (3.0x, 3.0x)" in fit
+    q = next(s for s in v if s.startswith("Nystrom features, per-query"))
+    assert q.startswith("Nystrom features, per-query time, growing n: never faster")
+    df = power_law_table()
+    df.loc[(df.method == "Nystrom features") & (df.n == 1e4), "query_s"] /= 2  # one noisy point
+    q = next(s for s in scaling.scaling_verdicts(df) if "per-query" in s and "Nystrom" in s)
+    assert "isolated sizes only" in q and "n=10,000: 2.0x" in q
+
+
+def test_accuracy_table_shows_cond_versus_cond_squared():
+    acc = scaling.accuracy_table(conds=(1e3, 1e6), n=60, H=6, seed=1, dps=40)
+    assert np.allclose(acc.cond_phi, [1e3, 1e6], rtol=1e-6)
+    assert (acc.cbdt_in_memory <= 50 * acc.eps_cond).all()
+    assert (acc.cbdt_memmap <= 50 * acc.eps_cond).all()
+    assert acc.normal_equations.iloc[1] > 100 * acc.cbdt_in_memory.iloc[1]
+
+
+def test_stored_benchmarks_load_with_their_machine():
+    for name in ("scaling", "limits", "memmap_dask"):
+        df, meta = scaling.load_benchmark(name)
+        assert len(df) > 0 and {"date", "cpu", "cores", "blas"} <= set(meta)
+    with pytest.raises(InputError, match="make bench"):
+        scaling.load_benchmark("nonexistent")
+
+
+def test_with_condition_has_the_requested_condition_number():
+    P = scaling.with_condition(0, 40, 5, 1e4)
+    assert np.linalg.cond(P) == pytest.approx(1e4, rel=1e-8)
+    with pytest.raises(InputError):
+        scaling.with_condition(0, 4, 5, 10.0)
