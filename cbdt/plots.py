@@ -2144,7 +2144,7 @@ def plot_scaling(df, exponents=None):
             ax.set_xscale("log")
             ax.set_yscale("log")
             ax.grid(True, which="major", alpha=0.3)
-            ax.legend(fontsize=7, loc="upper left")
+            ax.legend(fontsize=8, loc="upper left")
             if j == 0:
                 ax.set_ylabel(what)
             if i == 1:
@@ -2191,6 +2191,6 @@ def plot_nystrom_agreement(summary, k=30):
         ax.set_title(title, fontsize=10)
         ax.set_ylim(0, 1.05)
         ax.grid(True, alpha=0.3)
-    axes[0].legend(fontsize=7, loc="lower right")
+    axes[0].legend(fontsize=8, loc="lower right")
     fig.tight_layout()
     return fig
