@@ -27,6 +27,7 @@ import numpy as np
 import pandas as pd
 from scipy import linalg
 
+from ._params import ParamsMixin
 from ._ranking import merge_top_k, top_k_indices
 from ._validation import (
     as_float_matrix,
@@ -74,7 +75,7 @@ class Explanation(NamedTuple):
     signals: pd.DataFrame
 
 
-class CaseInfluence:
+class CaseInfluence(ParamsMixin):
     """Exact case-influence decomposition of an OLS (or ridge) readout (Proposition 1).
 
     Parameters
@@ -220,36 +221,6 @@ class CaseInfluence:
         "topk_block_entries": 16_000_000,
         "progress": False,
     }
-
-    def get_params(self, deep: bool = True) -> dict[str, Any]:
-        """Constructor parameters, as scikit-learn's ``get_params`` (``clone`` works).
-
-        Parameters
-        ----------
-        deep : bool, default=True
-            Accepted for compatibility; there are no nested estimators.
-
-        Returns
-        -------
-        dict
-        """
-        return {name: getattr(self, name) for name in self._PARAMS}
-
-    def set_params(self, **params: Any) -> CaseInfluence:
-        """Set constructor parameters (scikit-learn convention); refit to apply them.
-
-        Returns
-        -------
-        self : CaseInfluence
-        """
-        bad = sorted(set(params) - set(self._PARAMS))
-        if bad:
-            raise InputError(
-                f"unknown parameter(s) {bad} for CaseInfluence; valid: {list(self._PARAMS)}."
-            )
-        for name, value in params.items():
-            setattr(self, name, value)
-        return self
 
     def __repr__(self) -> str:
         metric = "None" if self.ridge_metric is None else "<matrix>"
@@ -1454,24 +1425,7 @@ class _TopKScan:
             else:
                 tb = self.tau[q0:q1]
                 thr = (tb - M - coef * np.abs(tb)).astype(np.float32)
-                ng = w // g
-                rows_l, cols_l = [], []
-                if ng:
-                    gm = K[:, : ng * g].reshape(nq, g, ng).max(axis=1)
-                    hit = np.flatnonzero(gm > thr[:, None])
-                    if hit.size:
-                        r_, j = np.divmod(hit, ng)
-                        cc = j[:, None] + np.arange(g) * ng
-                        ok = K[r_[:, None], cc] > thr[r_, None]
-                        rows_l.append(np.broadcast_to(r_[:, None], cc.shape)[ok])
-                        cols_l.append(cc[ok])
-                if ng * g < w:
-                    r_, j = np.nonzero(K[:, ng * g :] > thr[:, None])
-                    rows_l.append(r_)
-                    cols_l.append(j + ng * g)
-                if not rows_l:
-                    continue
-                rows, cols = np.concatenate(rows_l), np.concatenate(cols_l)
+                rows, cols = _above(K, thr, g)
                 if rows.size == 0:
                     continue
             key64, val64 = self._exact(q0, rows, cols, Xs, gpos)
@@ -1522,25 +1476,7 @@ class _TopKScan:
                     rows, cols = np.divmod(flat, w)
                     blk[3] = w < k
                 else:
-                    tb = self.tau[q0:q1]
-                    ng = w // g  # groups of g columns j, j + ng, ..., j + (g - 1) ng
-                    rows_l, cols_l = [], []
-                    if ng:
-                        gm = K[:, : ng * g].reshape(nq, g, ng).max(axis=1)
-                        hit = np.flatnonzero(gm > tb[:, None])
-                        if hit.size:
-                            r_, j = np.divmod(hit, ng)
-                            cc = j[:, None] + np.arange(g) * ng
-                            ok = K[r_[:, None], cc] > tb[r_, None]
-                            rows_l.append(np.broadcast_to(r_[:, None], cc.shape)[ok])
-                            cols_l.append(cc[ok])
-                    if ng * g < w:  # the columns left over
-                        r_, j = np.nonzero(K[:, ng * g :] > tb[:, None])
-                        rows_l.append(r_)
-                        cols_l.append(j + ng * g)
-                    if not rows_l:
-                        continue
-                    rows, cols = np.concatenate(rows_l), np.concatenate(cols_l)
+                    rows, cols = _above(K, self.tau[q0:q1], g)
                     if rows.size == 0:
                         continue
                 pend.append((rows, cols + gpos, K[rows, cols], B[rows, cols]))
@@ -1555,6 +1491,34 @@ def _scan_block(
     """:func:`_scan_top_k` of one dask chunk, on a worker (indices local to the chunk)."""
     X = np.asarray(block, dtype=np.float64)
     return _scan_top_k([(0, X)], Y, bias, R_loc, acts, k, key, entries, X.shape[0])
+
+
+def _above(K: np.ndarray, thr: np.ndarray, g: int) -> tuple[np.ndarray, np.ndarray]:
+    """(rows, columns) of the entries of ``K`` above their row's threshold ``thr``.
+
+    Columns are grouped ``j, j + ng, ..., j + (g - 1) ng`` (``ng = width // g``); one
+    maximum per group screens the block, and only groups above the threshold are read
+    again. The columns left over after the last full group are compared directly.
+    """
+    nq, w = K.shape
+    ng = w // g
+    rows_l, cols_l = [], []
+    if ng:
+        gm = K[:, : ng * g].reshape(nq, g, ng).max(axis=1)
+        hit = np.flatnonzero(gm > thr[:, None])
+        if hit.size:
+            r_, j = np.divmod(hit, ng)
+            cc = j[:, None] + np.arange(g) * ng
+            ok = K[r_[:, None], cc] > thr[r_, None]
+            rows_l.append(np.broadcast_to(r_[:, None], cc.shape)[ok])
+            cols_l.append(cc[ok])
+    if ng * g < w:
+        r_, j = np.nonzero(K[:, ng * g :] > thr[:, None])
+        rows_l.append(r_)
+        cols_l.append(j + ng * g)
+    if not rows_l:
+        return np.empty(0, dtype=np.intp), np.empty(0, dtype=np.intp)
+    return np.concatenate(rows_l), np.concatenate(cols_l)
 
 
 def _rank_dask(

@@ -22,6 +22,7 @@ from typing import Any, Literal
 import numpy as np
 from scipy import linalg
 
+from ._params import ParamsMixin
 from ._ranking import top_k_indices
 from ._validation import as_float_matrix, as_query, check_action, check_finite, check_k
 from .exceptions import InputError, NotFittedError
@@ -35,7 +36,7 @@ _EPS = np.finfo(np.float64).eps
 DEFAULT_RIDGE_MULTIPLE = 1e-3
 
 
-class NystromCaseInfluence:
+class NystromCaseInfluence(ParamsMixin):
     """Case-influence coefficients of a ridge readout with a Nyström-approximated Gram matrix.
 
     The same queries as :class:`cbdt.influence.CaseInfluence` (``coefficients``, ``scores``,
@@ -195,37 +196,6 @@ class NystromCaseInfluence:
         "batch_size",
         "topk_block_entries",
     )
-
-    def get_params(self, deep: bool = True) -> dict[str, Any]:
-        """Constructor parameters, as scikit-learn's ``get_params`` (``clone`` works).
-
-        Parameters
-        ----------
-        deep : bool, default=True
-            Accepted for compatibility; there are no nested estimators.
-
-        Returns
-        -------
-        dict
-        """
-        return {name: getattr(self, name) for name in self._PARAMS}
-
-    def set_params(self, **params: Any) -> NystromCaseInfluence:
-        """Set constructor parameters (scikit-learn convention); refit to apply them.
-
-        Returns
-        -------
-        self : NystromCaseInfluence
-        """
-        bad = sorted(set(params) - set(self._PARAMS))
-        if bad:
-            raise InputError(
-                f"unknown parameter(s) {bad} for NystromCaseInfluence; valid: "
-                f"{list(self._PARAMS)}."
-            )
-        for name, value in params.items():
-            setattr(self, name, value)
-        return self
 
     def __repr__(self) -> str:
         return (
