@@ -124,6 +124,26 @@ def _top_stats(
     return pi, q
 
 
+def _signal_table(
+    S: np.ndarray, acts: np.ndarray, ent: np.ndarray, gini: np.ndarray, gamma: float
+) -> pd.DataFrame:
+    """Per-query signals: audited action, its score, the readout margin (top-1 minus top-2
+    score; NaN with one action), entropy, Gini and risk ``entropy + gamma * Gini`` (eq. 20)."""
+    m, n_actions = S.shape
+    srt = np.sort(S, axis=1)
+    margin = srt[:, -1] - srt[:, -2] if n_actions > 1 else np.full(m, np.nan)
+    return pd.DataFrame(
+        {
+            "action": acts,
+            "score": S[np.arange(m), acts],
+            "margin": margin,
+            "entropy": ent,
+            "gini": gini,
+            "risk": ent + gamma * gini,
+        }
+    )
+
+
 def _top_signals(
     m_top: np.ndarray, a_top: np.ndarray, n_actions: int, k: int, eps: float
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -410,8 +430,6 @@ def audit_signals(
     Qs = influence.scores(Phi_q)
     m = Qs.shape[0]
     sel = np.argmax(Qs, axis=1) if action is None else check_action(action, n_actions, m)
-    srt = np.sort(Qs, axis=1)
-    margin = srt[:, -1] - srt[:, -2] if n_actions > 1 else np.full(m, np.nan)
     if batch_size is None:
         step = m  # the fused top-k scan is memory-bounded on its own
     else:
@@ -425,13 +443,4 @@ def audit_signals(
         sl = slice(s, s + step)
         idx, mass, _ = influence._rank(Phi_q[sl], sel[sl], k, "abs", weight, "audit_signals")
         ent[sl], gini[sl] = _top_signals(mass, a[idx], n_actions, k, eps)
-    return pd.DataFrame(
-        {
-            "action": sel,
-            "score": Qs[np.arange(m), sel],
-            "margin": margin,
-            "entropy": ent,
-            "gini": gini,
-            "risk": ent + gamma * gini,
-        }
-    )
+    return _signal_table(Qs, sel, ent, gini, gamma)

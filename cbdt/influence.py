@@ -772,7 +772,7 @@ class CaseInfluence(ParamsMixin):
             ``signals``: one row per query with ``action, score, margin, entropy, gini,
             risk``.
         """
-        from .audit import _check_eps, _top_signals
+        from .audit import _check_eps, _signal_table, _top_signals
 
         if rank_by not in ("contribution", "coefficient"):
             raise InputError(
@@ -787,8 +787,6 @@ class CaseInfluence(ParamsMixin):
         m = Q.shape[0]
         S = self._augment(Q) @ self._V
         acts = np.argmax(S, axis=1) if action is None else check_action(action, A, m)
-        srt = np.sort(S, axis=1)
-        margin = srt[:, -1] - srt[:, -2] if A > 1 else np.full(m, np.nan)
         a_star = np.argmax(self.returns_, axis=1)
         weight = "psi" if rank_by == "contribution" else "alpha"
         idx, mass, signed = self._rank(Q, acts, k, "abs", weight, "explain")
@@ -808,16 +806,7 @@ class CaseInfluence(ParamsMixin):
                 "effect": np.where(psi_k.ravel() >= 0, "raises", "lowers"),
             }
         )
-        signals = pd.DataFrame(
-            {
-                "action": acts,
-                "score": S[np.arange(m), acts],
-                "margin": margin,
-                "entropy": ent,
-                "gini": gini,
-                "risk": ent + gamma * gini,
-            }
-        )
+        signals = _signal_table(S, acts, ent, gini, gamma)
         signals.index.name = "query"
         return Explanation(cases, signals)
 
@@ -1172,15 +1161,21 @@ def _chunk_r(
     return T, max_abs
 
 
+def _row_blocks(Phi: Any) -> list[tuple[Any, int, int]]:
+    """(delayed block, first row, end row) of every row chunk of a dask ``Phi``."""
+    ends = np.cumsum(Phi.chunks[0]).tolist()
+    starts = [0] + ends[:-1]
+    return list(zip(Phi.to_delayed().ravel(), starts, ends, strict=True))
+
+
 def _tsqr_dask(Phi: Any, R: np.ndarray, scale: float, intercept: bool) -> tuple[np.ndarray, float]:
     """TSQR of a dask Phi: one factor per row chunk on the workers, then one QR of the
     stacked factors (a reduction tree of depth two)."""
     import dask
 
-    offsets = np.concatenate(([0], np.cumsum(Phi.chunks[0])))
     parts = [
-        dask.delayed(_chunk_r)(blk, R[o0:o1], scale, intercept, None, int(o0))
-        for blk, o0, o1 in zip(Phi.to_delayed().ravel(), offsets[:-1], offsets[1:], strict=True)
+        dask.delayed(_chunk_r)(blk, R[o0:o1], scale, intercept, None, o0)
+        for blk, o0, o1 in _row_blocks(Phi)
     ]
     done = dask.compute(*parts)
     T = _qr_r(np.vstack([t for t, _ in done]))
@@ -1535,22 +1530,22 @@ def _rank_dask(
     per-chunk top-k lists merged in case order on the client."""
     import dask
 
-    offsets = np.concatenate(([0], np.cumsum(Phi.chunks[0])))
+    blocks = _row_blocks(Phi)
     Yd, bd, ad = dask.delayed(Y), dask.delayed(bias), dask.delayed(acts)
     parts = [  # each task gets its own slice of the returns, nothing more
         dask.delayed(_scan_block)(
             blk, Yd, bd, None if Rt is None else np.ascontiguousarray(Rt[:, o0:o1]), ad, k,
             key, entries,
         )
-        for blk, o0, o1 in zip(Phi.to_delayed().ravel(), offsets[:-1], offsets[1:], strict=True)
+        for blk, o0, o1 in blocks
     ]
     done = dask.compute(*parts)
     m = Y.shape[1]
     best_k = np.full((m, k), -np.inf)
     best_i = np.full((m, k), -1, dtype=np.intp)
     best_s = np.zeros((m, k))
-    for (bk, bi, bs), o0 in zip(done, offsets[:-1], strict=True):
+    for (bk, bi, bs), (_, o0, _) in zip(done, blocks, strict=True):
         ok = bi >= 0
         rows = np.nonzero(ok)[0]
-        merge_top_k(best_k, best_i, rows, bi[ok] + int(o0), bk[ok], best_s, bs[ok])
+        merge_top_k(best_k, best_i, rows, bi[ok] + o0, bk[ok], best_s, bs[ok])
     return best_k, best_i, best_s

@@ -331,6 +331,19 @@ def clear_cache() -> None:
     _CACHE.clear()
 
 
+def _network(config: Any, seed: int) -> CaseNetwork:
+    """The unfitted PJM network of ``config`` (hidden widths, activation, epochs, lr, batch)."""
+    return CaseNetwork(
+        hidden=config.hidden,
+        activation=config.activation,
+        epochs=config.epochs,
+        lr=config.lr,
+        batch_size=config.batch_size,
+        n_checkpoints=1,
+        seed=int(seed),
+    )
+
+
 def _fit_probe(net: CaseNetwork, X_train: np.ndarray, R_train: np.ndarray, X_query: np.ndarray):
     """:func:`probe_fidelity`: OLS, minimum-norm (``lstsq``) if the representation is
     rank-deficient."""
@@ -374,15 +387,7 @@ def build_run(problem: BiddingProblem, config: PJMConfig | None = None, seed: in
     U, mass = cbdt_support(problem.X_test, problem.X_train, problem.R_train, bw.bandwidth)
 
     t0 = time.perf_counter()
-    net = CaseNetwork(
-        hidden=config.hidden,
-        activation=config.activation,
-        epochs=config.epochs,
-        lr=config.lr,
-        batch_size=config.batch_size,
-        n_checkpoints=1,
-        seed=int(seed),
-    ).fit(problem.X_train, problem.R_train)
+    net = _network(config, seed).fit(problem.X_train, problem.R_train)
     fit_seconds = time.perf_counter() - t0
 
     fid = _fit_probe(net, problem.X_train, problem.R_train, problem.X_test)

@@ -111,8 +111,8 @@ from ..audit import audit_signals
 from ..datasets.pjm_bidding import BiddingProblem, MarketModel, make_bidding_problem
 from ..exceptions import InputError
 from ..metrics import mean_ci_finite, roc_auc
-from ..models import CaseNetwork, ProbeFidelity
-from .pjm import PJMConfig, _fit_probe
+from ..models import ProbeFidelity
+from .pjm import PJMConfig, _fit_probe, _network
 
 __all__ = [
     "SCORES",
@@ -483,15 +483,7 @@ def drift_audit(
     X_q = np.vstack([problem.X_train[i_tr], problem.X_test[i_te]])
     pos = np.concatenate([i_tr, problem.n_train + i_te])  # positions in problem.hours
 
-    net = CaseNetwork(
-        hidden=config.hidden,
-        activation=config.activation,
-        epochs=config.epochs,
-        lr=config.lr,
-        batch_size=config.batch_size,
-        n_checkpoints=1,
-        seed=int(seed),
-    ).fit(problem.X_train, problem.R_train)
+    net = _network(config, seed).fit(problem.X_train, problem.R_train)
     fid: ProbeFidelity = _fit_probe(net, problem.X_train, problem.R_train, X_q)
     Phi_q = net.represent(X_q)
 
