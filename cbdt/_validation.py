@@ -123,3 +123,27 @@ def check_nonnegative_scalar(name: str, value: Any) -> float:
             f"{name} must be finite and >= 0, got {value}. Use 0 for no regularisation."
         )
     return value
+
+
+def check_case_ids(case_ids: Any, n: int, data: Any = None) -> np.ndarray | None:
+    """The caller's labels of the ``n`` training cases, or ``None`` for plain positions.
+
+    ``case_ids`` wins; otherwise a pandas ``data`` (the ``Phi`` handed to ``fit``) lends its
+    index unless that is the default ``RangeIndex`` (whose labels are the positions).
+    """
+    if case_ids is None:
+        index = getattr(data, "index", None)
+        if index is None or not hasattr(index, "to_numpy"):
+            return None
+        if type(index).__name__ == "RangeIndex" and index.start == 0 and index.step == 1:
+            return None
+        case_ids = index
+    ids = np.asarray(case_ids.to_numpy() if hasattr(case_ids, "to_numpy") else case_ids)
+    if ids.ndim != 1 or ids.shape[0] != n:
+        raise InputError(
+            f"case_ids must name every training case: one label per row of Phi (n = {n}), got "
+            f"shape {ids.shape}."
+        )
+    ids = ids.copy()
+    ids.setflags(write=False)
+    return ids

@@ -33,6 +33,7 @@ from ._validation import (
     as_float_matrix,
     as_query,
     check_action,
+    check_case_ids,
     check_finite,
     check_k,
     check_nonnegative_scalar,
@@ -44,19 +45,56 @@ __all__ = ["CaseInfluence", "TopCases", "Explanation"]
 _EPS = np.finfo(np.float64).eps
 
 
-class TopCases(NamedTuple):
-    """Result of :meth:`CaseInfluence.top_cases`.
+class _TopCasesFields(NamedTuple):
+    indices: np.ndarray
+    contributions: np.ndarray
+
+
+class TopCases(_TopCasesFields):
+    """Result of :meth:`CaseInfluence.top_cases`: unpacks as ``indices, contributions``.
 
     Attributes
     ----------
     indices : ndarray of int, shape (m, k) or (k,)
-        Training-case indices, strongest first.
+        Training-case positions (rows of ``Phi``), strongest first.
     contributions : ndarray of float, shape (m, k) or (k,)
         The signed contributions :math:`\\psi_i(a, x)` (eq. 15) of those cases.
+    case_ids : ndarray, shape (m, k) or (k,)
+        The same cases named by the labels given to ``fit`` (``case_ids=`` or the index of a
+        ``Phi`` DataFrame); the positions when the cases were not labelled.
     """
 
-    indices: np.ndarray
-    contributions: np.ndarray
+    case_ids: np.ndarray
+
+    def __new__(
+        cls, indices: np.ndarray, contributions: np.ndarray, case_ids: np.ndarray | None = None
+    ) -> TopCases:
+        self = super().__new__(cls, indices, contributions)
+        self.case_ids = indices if case_ids is None else case_ids
+        return self
+
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
+        return (TopCases, (self.indices, self.contributions, self.case_ids))
+
+    def to_frame(self) -> pd.DataFrame:
+        """One row per (query, rank): ``query, rank, position, case_id, psi``.
+
+        Returns
+        -------
+        pandas.DataFrame
+            ``k`` rows for a 1-D query, ``m * k`` rows otherwise.
+        """
+        idx = np.atleast_2d(self.indices)
+        m, k = idx.shape
+        return pd.DataFrame(
+            {
+                "query": np.repeat(np.arange(m), k),
+                "rank": np.tile(np.arange(1, k + 1), m),
+                "position": idx.ravel(),
+                "case_id": np.atleast_2d(self.case_ids).ravel(),
+                "psi": np.atleast_2d(self.contributions).ravel(),
+            }
+        )
 
 
 class Explanation(NamedTuple):
@@ -73,6 +111,23 @@ class Explanation(NamedTuple):
 
     cases: pd.DataFrame
     signals: pd.DataFrame
+
+    def plot(self, query: int = 0, **kwargs: Any) -> Any:
+        """Draw one query's top cases (:func:`cbdt.plots.plot_top_cases`).
+
+        Parameters
+        ----------
+        query : int, default=0
+        **kwargs
+            Passed on (``action_names``, ``ax``, ``max_label``).
+
+        Returns
+        -------
+        matplotlib.figure.Figure
+        """
+        from .plots import plot_top_cases
+
+        return plot_top_cases(self, query, **kwargs)
 
 
 class CaseInfluence(ParamsMixin):
@@ -142,6 +197,9 @@ class CaseInfluence(ParamsMixin):
         Condition number of the factored matrix :math:`G + \\lambda M`.
     solver_ : str
         ``"cholesky"`` or ``"lstsq"``.
+    case_ids_ : ndarray of shape (n,) or None
+        The training cases' labels given to ``fit`` (``case_ids=`` or a ``Phi`` DataFrame's
+        index); ``None`` when the cases are named by their positions ``0..n-1``.
 
     Notes
     -----
@@ -253,16 +311,21 @@ class CaseInfluence(ParamsMixin):
                 raise InputError(f"{name} must be a positive integer, got {v!r}.")
 
     # ------------------------------------------------------------------ fitting
-    def fit(self, Phi: Any, R: Any) -> CaseInfluence:
+    def fit(self, Phi: Any, R: Any, *, case_ids: Any = None) -> CaseInfluence:
         """Factor the case memory once (a tall-skinny QR of ``Phi``) and solve for the readout.
 
         Parameters
         ----------
-        Phi : array-like, numpy.memmap or dask.array.Array of shape (n, H)
+        Phi : array-like, pandas.DataFrame, numpy.memmap or dask.array.Array of shape (n, H)
             Training representations :math:`\\varphi(x_i)` as rows (eq. 4). A memmap is
             read in row chunks; a dask array is factored chunk by chunk on its workers.
         R : array-like of shape (n, |A|) or (n,)
             Action-conditional returns :math:`r_i(a)` (eq. 5); 1-D means one action.
+        case_ids : array-like of shape (n,) or pandas.Index, optional
+            Labels of the training cases (row ids of the caller's data). Default: the index
+            of a ``Phi`` DataFrame when it is not the plain ``0..n-1``, else none. Kept as
+            :attr:`case_ids_`; every result that names cases (:meth:`top_cases`,
+            :meth:`explain`) carries them.
 
         Returns
         -------
@@ -290,8 +353,10 @@ class CaseInfluence(ParamsMixin):
             )
         if not isinstance(self.intercept, bool | np.bool_):
             raise InputError(f"intercept must be True or False, got {self.intercept!r}.")
+        Phi_frame = Phi
         Phi, kind = self._check_phi(Phi)
         n, H = Phi.shape
+        ids = check_case_ids(case_ids, n, Phi_frame)
         R_in = R
         R = as_float_matrix("R", R, allow_1d=True, finite=False)
         if R.ndim == 1:
@@ -382,6 +447,7 @@ class CaseInfluence(ParamsMixin):
         else:  # memmap or dask array: kept by reference, read at every query
             self._dual, self._Phi = None, Phi
         self._set_fitted(R0, R, V, n, H, rank, cond, solver)
+        self.case_ids_ = ids
         return self
 
     def _set_fitted(
@@ -541,6 +607,8 @@ class CaseInfluence(ParamsMixin):
         }
         if self.ridge_metric is not None:
             arrays["ridge_metric"] = np.asarray(self.ridge_metric, dtype=np.float64)
+        if self.case_ids_ is not None:
+            arrays["case_ids"] = _storable_ids(self.case_ids_)
         if self._factor is not None:
             arrays["factor"] = self._factor
         else:
@@ -587,6 +655,9 @@ class CaseInfluence(ParamsMixin):
                 f["gram_factor"], f["returns"], f["V"], int(n), int(H), int(rank),
                 float(cond), str(f["solver_"]),
             )
+            ci.case_ids_ = f["case_ids"] if "case_ids" in f else None
+            if ci.case_ids_ is not None:
+                ci.case_ids_.setflags(write=False)
         return ci
 
     # ------------------------------------------------------------------ queries
@@ -755,7 +826,7 @@ class CaseInfluence(ParamsMixin):
             Cases listed per query, and the top-k of eq. 16-18.
         case_ids : array-like of shape (n,) or pandas.Index, optional
             Labels of the training cases (e.g. the index of the training DataFrame); default
-            the positions ``0..n-1``.
+            :attr:`case_ids_` from ``fit``, else the positions ``0..n-1``.
         action : int or array-like of int of shape (m,), optional
             Audited action per query; default the readout's choice :math:`\\arg\\max_a Q`.
         gamma, eps : float
@@ -810,16 +881,12 @@ class CaseInfluence(ParamsMixin):
         signals.index.name = "query"
         return Explanation(cases, signals)
 
-    def _case_ids(self, case_ids: Any) -> np.ndarray:
-        if case_ids is None:
-            return np.arange(self.n_cases_)
-        ids = np.asarray(case_ids.to_numpy() if hasattr(case_ids, "to_numpy") else case_ids)
-        if ids.ndim != 1 or ids.shape[0] != self.n_cases_:
-            raise InputError(
-                f"case_ids must name every training case: one label per row of Phi (n = "
-                f"{self.n_cases_}), got shape {ids.shape}."
-            )
-        return ids
+    def _case_ids(self, case_ids: Any = None) -> np.ndarray:
+        """The labels results name cases by: ``case_ids``, else those given to ``fit``."""
+        ids = check_case_ids(case_ids, self.n_cases_)
+        if ids is None:
+            ids = getattr(self, "case_ids_", None)
+        return np.arange(self.n_cases_) if ids is None else ids
 
     def top_cases(
         self,
@@ -850,7 +917,8 @@ class CaseInfluence(ParamsMixin):
         Returns
         -------
         TopCases
-            ``(indices, contributions)``, each of shape (m, k), or (k,) for a 1-D query.
+            ``(indices, contributions)``, each of shape (m, k), or (k,) for a 1-D query, and
+            ``case_ids`` (the same cases by the labels given to ``fit``).
         """
         if order not in ("abs", "positive", "negative"):
             raise InputError(f"order must be 'abs', 'positive' or 'negative', got {order!r}.")
@@ -859,9 +927,10 @@ class CaseInfluence(ParamsMixin):
         Q, single = self._check_query(phi)
         acts = check_action(action, self.n_actions_, Q.shape[0])
         idx, _, vals = self._rank(Q, acts, k, order, "psi", "top_cases")
+        ids = self._case_ids()[idx]
         if single:
-            return TopCases(idx[0], vals[0])
-        return TopCases(idx, vals)
+            return TopCases(idx[0], vals[0], ids[0])
+        return TopCases(idx, vals, ids)
 
 
     # ------------------------------------------------------------------ internals
@@ -1099,6 +1168,20 @@ _GROUP = 8  # columns per group maximum in the top-k scan
 _QBLOCK = 256  # queries per block of the top-k scan
 _SCREEN_F32 = True  # screen blocks in float32 before the exact float64 comparison
 _TSQR_ROWS = 2048  # rows folded into the triangular factor at once (cache-sized QR)
+def _storable_ids(ids: np.ndarray) -> np.ndarray:
+    """Case ids as an array ``np.savez`` writes without pickle (numbers, strings, dates)."""
+    if ids.dtype != object:
+        return ids
+    if all(isinstance(v, str) for v in ids):
+        return ids.astype(str)
+    kinds = sorted({type(v).__name__ for v in ids})
+    raise InputError(
+        f"case_ids_ hold Python objects of types {kinds}, which an .npz file cannot store "
+        "without pickle; refit with case_ids converted to strings or integers "
+        "(e.g. case_ids=frame.index.astype(str))."
+    )
+
+
 def _is_dask(x: Any) -> bool:
     return type(x).__module__.split(".")[0] == "dask" and hasattr(x, "chunks")
 

@@ -24,7 +24,14 @@ from scipy import linalg
 
 from ._params import ParamsMixin
 from ._ranking import top_k_indices
-from ._validation import as_float_matrix, as_query, check_action, check_finite, check_k
+from ._validation import (
+    as_float_matrix,
+    as_query,
+    check_action,
+    check_case_ids,
+    check_finite,
+    check_k,
+)
 from .exceptions import InputError, NotFittedError
 from .influence import TopCases
 
@@ -133,6 +140,8 @@ class NystromCaseInfluence(ParamsMixin):
         (:math:`K_{LL}`) kept by the cutoff.
     returns_ : ndarray of shape (n, |A|)
     n_cases_, n_features_, n_actions_ : int
+    case_ids_ : ndarray of shape (n,) or None
+        The training cases' labels given to ``fit``; ``None`` for positions.
 
     Notes
     -----
@@ -235,7 +244,7 @@ class NystromCaseInfluence(ParamsMixin):
                 raise InputError(f"{name} must be a positive integer, got {v!r}.")
 
     # ------------------------------------------------------------------ fitting
-    def fit(self, Phi: Any, R: Any) -> NystromCaseInfluence:
+    def fit(self, Phi: Any, R: Any, *, case_ids: Any = None) -> NystromCaseInfluence:
         """Sample, factor the Woodbury core once and cache the dual matrix and readout.
 
         Parameters
@@ -244,6 +253,9 @@ class NystromCaseInfluence(ParamsMixin):
             Training representations :math:`\\varphi(x_i)` as rows (eq. 4).
         R : array-like of shape (n, |A|) or (n,)
             Action-conditional returns :math:`r_i(a)` (eq. 5); 1-D means one action.
+        case_ids : array-like of shape (n,) or pandas.Index, optional
+            Labels of the training cases, as in :meth:`cbdt.CaseInfluence.fit` (default the
+            index of a ``Phi`` DataFrame when it is not ``0..n-1``); kept as ``case_ids_``.
 
         Returns
         -------
@@ -252,6 +264,7 @@ class NystromCaseInfluence(ParamsMixin):
         self._check_params()
         Phi_in = Phi
         Phi = np.ascontiguousarray(as_float_matrix("Phi", Phi, finite=False))
+        ids = check_case_ids(case_ids, Phi.shape[0], Phi_in)
         check_finite("Phi", Phi, hint="training representations must be finite")
         if isinstance(Phi_in, np.ndarray) and np.shares_memory(Phi, Phi_in):
             Phi = Phi.copy()
@@ -338,6 +351,7 @@ class NystromCaseInfluence(ParamsMixin):
         self.n_cases_ = n
         self.n_features_ = H
         self.n_actions_ = R.shape[1]
+        self.case_ids_ = ids
         return self
 
     @staticmethod
@@ -470,6 +484,7 @@ class NystromCaseInfluence(ParamsMixin):
             key = np.abs(psi) if order == "abs" else (psi if order == "positive" else -psi)
             idx[sl] = top_k_indices(key, k)
             vals[sl] = np.take_along_axis(psi, idx[sl], axis=1)
+        ids = idx if self.case_ids_ is None else self.case_ids_[idx]
         if single:
-            return TopCases(idx[0], vals[0])
-        return TopCases(idx, vals)
+            return TopCases(idx[0], vals[0], ids[0])
+        return TopCases(idx, vals, ids)

@@ -744,6 +744,87 @@ def plot_contributions(psi, case_actions, top_idx=None, action_names=None, ax=No
     return fig
 
 
+def plot_top_cases(explanation, query=0, *, action_names=None, ax=None, max_label=24):
+    """Signed bars of one decision's strongest cases, readable for any number of cases.
+
+    Shows the ``k`` cases of :meth:`cbdt.CaseInfluence.explain` for one query, strongest at
+    the top, each bar its contribution :math:`\\psi_i(a_x, x)` (eq. 15) and labelled by the
+    case id, the case-optimal action and :math:`\\alpha_i`; a grey bar sums the other
+    ``n - k`` cases, so the bars add up to the score :math:`Q(x, a_x)` (Proposition 1,
+    marked by a dashed line). The figure's size depends on ``k`` only, never on ``n``.
+
+    Parameters
+    ----------
+    explanation : cbdt.Explanation
+        The result of :meth:`~cbdt.CaseInfluence.explain` (``cases`` and ``signals``).
+    query : int, default=0
+        Which query (row of ``explanation.signals``) to draw.
+    action_names : sequence of str, optional
+        Names of the actions; default ``a0, a1, ...``.
+    ax : matplotlib Axes, optional
+    max_label : int, default=24
+        Case ids longer than this are shortened with an ellipsis.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+    """
+    import numpy as np
+    from matplotlib.patches import Patch
+
+    cases, signals = explanation.cases, explanation.signals
+    if query not in signals.index:
+        raise ValueError(
+            f"query {query!r} is not in this explanation; it holds queries "
+            f"{signals.index.min()}..{signals.index.max()}."
+        )
+    rows = cases[cases["query"] == query].sort_values("rank")
+    sig = signals.loc[query]
+    action, score = int(sig["action"]), float(sig["score"])
+    names = list(action_names) if action_names is not None else None
+
+    def name(a):
+        return names[a] if names is not None else f"a{a}"
+
+    def short(v):
+        s = str(v)
+        return s if len(s) <= max_label else s[: max_label - 1] + "\u2026"
+
+    psi = rows["psi"].to_numpy(dtype=float)
+    rest = score - float(psi.sum())
+    k = len(rows)
+    labels = [
+        f"{short(cid)}  ({name(int(ca))}, \u03b1={al:.3g})"
+        for cid, ca, al in zip(rows["case_id"], rows["case_action"], rows["alpha"], strict=True)
+    ]
+    labels.append("all other cases")
+    values = np.append(psi, rest)
+    colors = ["#1f77b4" if v >= 0 else "#d62728" for v in psi] + ["#9e9e9e"]
+    if ax is None:
+        fig, ax = plt.subplots(figsize=(6.8, 1.2 + 0.32 * (k + 1)))
+    else:
+        fig = ax.figure
+    y = np.arange(k + 1)
+    ax.barh(y, values, color=colors, height=0.7)
+    ax.set_yticks(y, labels, fontsize=8.5)
+    ax.invert_yaxis()
+    ax.axvline(0, color="k", lw=0.8)
+    ax.axvline(score, color="k", lw=1.0, ls="--")
+    ax.set_xlabel("contribution $\\psi_i(a_x, x) = \\alpha_i(x)\\, r_i(a_x)$")
+    ax.set_title(
+        f"Query {query}: top {k} cases of $Q(x, {name(action)})$ = {score:.4g}", fontsize=10
+    )
+    handles = [
+        Patch(color="#1f77b4", label="raises the score"),
+        Patch(color="#d62728", label="lowers the score"),
+        Patch(color="#9e9e9e", label=f"sum of the other cases ({rest:.3g})"),
+        plt.Line2D([], [], color="k", ls="--", label="$Q(x, a_x)$ = sum of all bars"),
+    ]
+    ax.legend(handles=handles, fontsize=8, loc="best")
+    fig.tight_layout()
+    return fig
+
+
 def plot_risk_map(grid_x, grid_y, action, risk, X_train=None, case_actions=None):
     """Selected action and risk score :math:`O_\\alpha` over a 2-D query grid (eq. 20).
 

@@ -24,6 +24,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from ._validation import check_case_ids
 from .exceptions import InputError
 from .influence import CaseInfluence
 
@@ -77,6 +78,8 @@ def _as_tensor(model: Any, X: Any) -> Any:
         raise InputError(f"X must be numeric, got dtype {arr.dtype}.")
     if arr.ndim == 0 or arr.shape[0] == 0:
         raise InputError(f"X must have at least one row, got shape {arr.shape}.")
+    if not arr.flags.writeable:  # torch cannot share read-only memory (e.g. DataFrame values)
+        arr = arr.copy()
     return torch.as_tensor(arr, dtype=dtype, device=device)
 
 
@@ -225,6 +228,7 @@ def from_torch(
     ridge: float = 0.0,
     intercept: bool | None = None,
     batch_size: int = 1024,
+    case_ids: Any = None,
     **params: Any,
 ) -> TorchCaseInfluence:
     """Fit the case-influence decomposition on a torch model's representation (Prop. 1).
@@ -247,6 +251,9 @@ def from_torch(
         a head (a probe with an intercept, like an ``nn.Linear`` head).
     batch_size : int, default=1024
         Inputs per forward pass.
+    case_ids : array-like of shape (n,) or pandas.Index, optional
+        Labels of the training cases; default the index of ``X_train`` when it is a pandas
+        DataFrame with a non-default index. Carried into every result that names cases.
     **params
         Other :class:`~cbdt.influence.CaseInfluence` parameters (``solver``, ``chunk_size``,
         ...).
@@ -261,7 +268,10 @@ def from_torch(
     if intercept is None:
         intercept = True if head is None else head.bias is not None
     Phi = features(model, layer, X_train, batch_size=batch_size)
-    ci = TorchCaseInfluence(ridge=ridge, intercept=intercept, **params).fit(Phi, R_train)
+    ids = check_case_ids(case_ids, Phi.shape[0], X_train)
+    ci = TorchCaseInfluence(ridge=ridge, intercept=intercept, **params).fit(
+        Phi, R_train, case_ids=ids
+    )
     ci.model_, ci.layer_ = model, _module(model, layer)
     return ci
 
