@@ -1,6 +1,6 @@
 """Execute notebooks in place and normalise them for clean diffs and nbval.
 
-Usage: python scripts/execute_notebooks.py notebooks/01_cbdt_theory.ipynb [...]
+Usage: python scripts/execute_notebooks.py [--write-claims] notebooks/01_cbdt_theory.ipynb [...]
 
 Runs each notebook top to bottom with a per-cell timeout (a run without one once hung),
 stores widget state (so the HTML book can render the widgets), and strips the per-cell
@@ -44,8 +44,16 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("notebooks", nargs="+", type=pathlib.Path)
     ap.add_argument("--timeout", type=int, default=600, help="seconds per cell")
+    ap.add_argument(
+        "--write-claims",
+        action="store_true",
+        help="let the chapters write book/_claims/<chapter>.json (CBDT_WRITE_CLAIMS=1) instead "
+        "of checking them; then run scripts/reproducibility_page.py",
+    )
     args = ap.parse_args(argv)
     os.environ.setdefault("PYTHONHASHSEED", "0")
+    if args.write_claims:
+        os.environ["CBDT_WRITE_CLAIMS"] = "1"
     for p in args.notebooks:
         dt = execute(p, args.timeout)
         print(f"{p}: executed in {dt:.1f} s")

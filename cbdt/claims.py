@@ -1,0 +1,517 @@
+"""The paper's claims beside the book's measurements, and the generated reproducibility page.
+
+Every chapter that re-runs an experiment of the paper ends with a :class:`ChapterClaims`:
+one :class:`Claim` per quantitative statement of the paper, with the paper's value, the value
+the chapter has just measured, a status from :data:`STATUSES` and the reason where they
+differ. The rows are built from the chapter's computed results by a function of
+:mod:`cbdt.experiments` (never typed by hand), and :func:`report` shows them at the end of
+the chapter and keeps them in step with ``book/_claims/<chapter>.json``:
+
+* by default :func:`report` *checks*: when the rows just computed differ from the stored ones
+  it raises :class:`ClaimsOutOfDate` (so nbval fails when a chapter's numbers move away from
+  the page);
+* with ``CBDT_WRITE_CLAIMS=1`` (``scripts/execute_notebooks.py --write-claims``) it *writes*
+  them instead.
+
+``book/reproducibility.md`` is rendered from the stored files by :func:`render_page`
+(``python scripts/reproducibility_page.py``); ``tests/test_claims.py`` fails when the stored
+page and the stored claims disagree. Together: the page is what the code computes.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass, field
+from html import escape
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "STATUSES",
+    "Claim",
+    "ChapterClaims",
+    "ClaimsOutOfDate",
+    "interval_status",
+    "fmt",
+    "mean_ci",
+    "report",
+    "claims_dir",
+    "load_claims",
+    "render_page",
+]
+
+#: The statuses a claim can have, with their meaning (the page's legend).
+STATUSES: dict[str, str] = {
+    "agrees": "the book's value matches the paper's within the stated interval or tolerance",
+    "agrees in shape": (
+        "the direction, ranking or pattern the paper reports holds; the values are not on a "
+        "common scale"
+    ),
+    "differs": "the book measures something else; the reason column says why",
+    "does not hold": "the book's experiment contradicts the paper's statement",
+    "not comparable": "the paper's definition or set-up is not given precisely enough",
+    "book only": "a finding of the book with no counterpart in the paper",
+}
+
+#: Environment variable that makes :func:`report` write the stored claims instead of checking.
+WRITE_ENV = "CBDT_WRITE_CLAIMS"
+
+
+class ClaimsOutOfDate(AssertionError):
+    """The claims a chapter computes differ from those the reproducibility page was built from."""
+
+
+@dataclass(frozen=True)
+class Claim:
+    """One statement of the paper beside the book's measurement.
+
+    Parameters
+    ----------
+    claim : str
+        The statement, in Markdown (math as ``$...$``).
+    paper : str
+        The paper's value as it prints it (``"-"`` when it gives none).
+    book : str
+        The value the chapter measured, formatted from the computed result.
+    status : str
+        One of :data:`STATUSES`.
+    reason : str, default=""
+        Why the two differ, or what qualifies the status.
+    """
+
+    claim: str
+    paper: str
+    book: str
+    status: str
+    reason: str = ""
+
+    def __post_init__(self) -> None:
+        if self.status not in STATUSES:
+            raise ValueError(
+                f"status must be one of {sorted(STATUSES)}, got {self.status!r} (claim "
+                f"{self.claim!r}); qualifications go into the reason."
+            )
+        for name in ("claim", "paper", "book"):
+            if not str(getattr(self, name)).strip():
+                raise ValueError(f"a claim's {name} must not be empty (claim {self.claim!r}).")
+
+
+@dataclass
+class ChapterClaims:
+    """The claims of one chapter, as its last section and as one section of the page.
+
+    Parameters
+    ----------
+    chapter : str
+        Two-digit chapter number, e.g. ``"05"``.
+    title : str
+        Section title on the reproducibility page.
+    doc : str
+        The chapter's document name, e.g. ``"notebooks/05_synthetic_recovery"``.
+    claims : list of Claim
+    intro : list of str, optional
+        Paragraphs shown before the table (set-up the comparison depends on).
+    notes : list of str, optional
+        Paragraphs after the table (why values differ), generated from the results.
+    tables : list of (str, pandas.DataFrame-like), optional
+        Extra tables, each with a one-line caption, as Markdown-ready rows
+        ``{"columns": [...], "rows": [[...], ...]}``.
+    """
+
+    chapter: str
+    title: str
+    doc: str
+    claims: list[Claim]
+    intro: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    tables: list[dict[str, Any]] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if not re.fullmatch(r"\d\d", self.chapter):
+            raise ValueError(f"chapter must be two digits like '05', got {self.chapter!r}.")
+        if not self.claims:
+            raise ValueError(f"chapter {self.chapter} lists no claims.")
+        for t in self.tables:
+            if set(t) != {"caption", "columns", "rows"} or any(
+                len(r) != len(t["columns"]) for r in t["rows"]
+            ):
+                raise ValueError(
+                    "each extra table is {'caption': str, 'columns': [...], 'rows': [[...]]} "
+                    "with one cell per column."
+                )
+
+    # -- serialisation ------------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        """Plain data (what ``book/_claims/<chapter>.json`` holds).
+
+        Returns
+        -------
+        dict
+        """
+        d = asdict(self)
+        d["tables"] = [
+            {"caption": str(t["caption"]), "columns": [str(c) for c in t["columns"]],
+             "rows": [[str(v) for v in r] for r in t["rows"]]}
+            for t in self.tables
+        ]
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> ChapterClaims:
+        """Inverse of :meth:`to_dict`.
+
+        Parameters
+        ----------
+        d : dict
+
+        Returns
+        -------
+        ChapterClaims
+        """
+        d = dict(d)
+        d["claims"] = [Claim(**c) for c in d["claims"]]
+        return cls(**d)
+
+    # -- display ------------------------------------------------------------------------
+    def counts(self) -> dict[str, int]:
+        """Number of claims per status (statuses without claims left out).
+
+        Returns
+        -------
+        dict of str to int
+        """
+        out: dict[str, int] = {}
+        for c in self.claims:
+            out[c.status] = out.get(c.status, 0) + 1
+        return {s: out[s] for s in STATUSES if s in out}
+
+    def markdown(self, heading: str = "##", link_prefix: str = "../") -> str:
+        """This chapter's section of the reproducibility page (MyST Markdown).
+
+        Parameters
+        ----------
+        heading : str, default="##"
+        link_prefix : str, default="../"
+            Path from the page to the repository root (for the ``{doc}`` link).
+
+        Returns
+        -------
+        str
+        """
+        lines = [f"{heading} {self.title} (chapter {int(self.chapter):d})", ""]
+        lines.append(f"Source: {{doc}}`{link_prefix}{self.doc}`, section *The paper beside "
+                     "the book*.")
+        lines.append("")
+        for p in self.intro:
+            lines += [p, ""]
+        lines += _md_table(["claim", "paper", "book", "status", "reason"],
+                           [[c.claim, c.paper, c.book, _status_md(c.status), c.reason]
+                            for c in self.claims])
+        lines.append("")
+        for t in self.tables:
+            lines += [t["caption"], ""]
+            lines += _md_table(t["columns"], t["rows"])
+            lines.append("")
+        for p in self.notes:
+            lines += [p, ""]
+        return "\n".join(lines).rstrip() + "\n"
+
+    def __repr__(self) -> str:
+        head = f"Chapter {self.chapter}: {len(self.claims)} claims " + ", ".join(
+            f"{v} {k}" for k, v in self.counts().items()
+        )
+        rows = [f"- [{c.status}] {_plain(c.claim)}: paper {_plain(c.paper)}; book "
+                f"{_plain(c.book)}" for c in self.claims]
+        return "\n".join([head, *rows])
+
+    def _repr_html_(self) -> str:
+        def cell(s: str) -> str:
+            return f"<td>{_html_math(s)}</td>"
+
+        body = "".join(
+            "<tr>" + cell(c.claim) + cell(c.paper) + cell(c.book)
+            + f"<td><b>{escape(c.status)}</b></td>" + cell(c.reason) + "</tr>"
+            for c in self.claims
+        )
+        head = "".join(f"<th>{h}</th>" for h in ("claim", "paper", "book", "status", "reason"))
+        parts = [f"<p>{_html_math(p)}</p>" for p in self.intro]
+        parts.append(
+            f'<table class="cbdt-claims" id="claims-{self.chapter}"><thead><tr>{head}</tr>'
+            f"</thead><tbody>{body}</tbody></table>"
+        )
+        for t in self.tables:
+            th = "".join(f"<th>{_html_math(str(c))}</th>" for c in t["columns"])
+            tb = "".join(
+                "<tr>" + "".join(f"<td>{_html_math(str(v))}</td>" for v in r) + "</tr>"
+                for r in t["rows"]
+            )
+            parts.append(f"<p>{_html_math(t['caption'])}</p><table class=\"cbdt-claims\">"
+                         f"<thead><tr>{th}</tr></thead><tbody>{tb}</tbody></table>")
+        parts += [f"<p>{_html_math(p)}</p>" for p in self.notes]
+        return "\n".join(parts)
+
+
+# ---------------------------------------------------------------------------------------
+# formatting helpers shared by the chapters' claim functions
+# ---------------------------------------------------------------------------------------
+
+
+def fmt(x: float, digits: int = 3) -> str:
+    """``x`` with ``digits`` significant digits, thousands separated, ``-`` for NaN.
+
+    Parameters
+    ----------
+    x : float
+    digits : int, default=3
+
+    Returns
+    -------
+    str
+    """
+    x = float(x)
+    if math.isnan(x):
+        return "-"
+    if x == 0:
+        return "0"
+    mag = math.floor(math.log10(abs(x)))
+    decimals = max(0, digits - 1 - mag)
+    return f"{x:,.{decimals}f}"
+
+
+def mean_ci(mean: float, half: float, digits: int = 3, pct: bool = False) -> str:
+    """``mean ± half`` in Markdown math, as the chapters print it.
+
+    Parameters
+    ----------
+    mean, half : float
+        Mean and half-width of the 95% interval.
+    digits : int, default=3
+        Decimals (after scaling by 100 when ``pct``).
+    pct : bool, default=False
+        Print as percentages.
+
+    Returns
+    -------
+    str
+    """
+    s = 100.0 if pct else 1.0
+    unit = r"\%" if pct else ""
+    return f"${mean * s:.{digits}f}\\pm{half * s:.{digits}f}{unit}$"
+
+
+def interval_status(paper: float, mean: float, half: float) -> str:
+    """``"agrees"`` when the paper's value lies in ``mean ± half``, else ``"differs"``.
+
+    Parameters
+    ----------
+    paper : float
+        The paper's value.
+    mean, half : float
+        The book's mean and the half-width of its interval.
+
+    Returns
+    -------
+    str
+    """
+    return "agrees" if abs(float(paper) - float(mean)) <= float(half) else "differs"
+
+
+# ---------------------------------------------------------------------------------------
+# storage, check and page
+# ---------------------------------------------------------------------------------------
+
+
+def claims_dir(start: str | os.PathLike[str] | None = None) -> Path | None:
+    """The repository's ``book/_claims`` folder, searched upwards from ``start``.
+
+    Parameters
+    ----------
+    start : path-like, optional
+        Where to start; default the current directory (a notebook runs in ``notebooks/``).
+
+    Returns
+    -------
+    pathlib.Path or None
+        ``None`` outside a checkout of the book (e.g. an installed package).
+    """
+    here = Path(start or Path.cwd()).resolve()
+    for d in (here, *here.parents):
+        if (d / "_toc.yml").is_file() and (d / "book").is_dir():
+            return d / "book" / "_claims"
+    return None
+
+
+def report(chapter: ChapterClaims, *, directory: str | os.PathLike[str] | None = None
+           ) -> ChapterClaims:
+    """Show a chapter's claims and keep ``book/_claims/<chapter>.json`` in step with them.
+
+    Parameters
+    ----------
+    chapter : ChapterClaims
+        Built from the chapter's results by a function of :mod:`cbdt.experiments`.
+    directory : path-like, optional
+        The claims folder; default :func:`claims_dir` (nothing is checked outside a checkout).
+
+    Returns
+    -------
+    ChapterClaims
+        ``chapter``, for display.
+
+    Raises
+    ------
+    ClaimsOutOfDate
+        When the stored claims differ from ``chapter`` (or are missing) and
+        ``CBDT_WRITE_CLAIMS`` is not ``1``.
+    """
+    d = Path(directory) if directory is not None else claims_dir()
+    if d is None:
+        return chapter
+    path = d / f"{chapter.chapter}.json"
+    new = chapter.to_dict()
+    if os.environ.get(WRITE_ENV) == "1":
+        d.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(new, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+        return chapter
+    fix = (
+        "If the change is intended, re-execute the chapter with "
+        f"`python scripts/execute_notebooks.py --write-claims <notebook>` ({WRITE_ENV}=1) and "
+        "regenerate the page with `python scripts/reproducibility_page.py`."
+    )
+    if not path.is_file():
+        raise ClaimsOutOfDate(f"{path} is missing, so book/reproducibility.md cannot show "
+                              f"chapter {chapter.chapter}. {fix}")
+    old = json.loads(path.read_text(encoding="utf-8"))
+    if old != new:
+        raise ClaimsOutOfDate(
+            f"The claims chapter {chapter.chapter} computes differ from {path}, from which "
+            f"book/reproducibility.md is built:\n{_diff(old, new)}\n{fix}"
+        )
+    return chapter
+
+
+def load_claims(directory: str | os.PathLike[str]) -> list[ChapterClaims]:
+    """Every stored chapter's claims, in chapter order.
+
+    Parameters
+    ----------
+    directory : path-like
+        The ``book/_claims`` folder.
+
+    Returns
+    -------
+    list of ChapterClaims
+    """
+    files = sorted(Path(directory).glob("[0-9][0-9].json"))
+    return [ChapterClaims.from_dict(json.loads(f.read_text(encoding="utf-8"))) for f in files]
+
+
+_PAGE_HEAD = """\
+(reproducibility)=
+# The paper's numbers beside the book's
+
+<!-- Generated by scripts/reproducibility_page.py from book/_claims/*.json, which the
+chapters write (CBDT_WRITE_CLAIMS=1) and nbval checks; do not edit by hand. -->
+
+Every quantitative claim of the paper that the book has re-run, with the book's measurement,
+a status and the reason where the two differ. Each section is the last section of a chapter,
+*The paper beside the book*: the rows are built there from the results the chapter has just
+computed, and the test suite re-executes every chapter (nbval) and fails when a row here no
+longer matches what the chapter computes. Unless a row says otherwise, the book's values are
+means with 95% Student-$t$ intervals over the chapter's seeds.
+
+Nothing in the book was tuned towards the paper's numbers. Where the paper leaves a choice
+open (a metric's exact definition, the probe's ridge, the similarity bandwidth, the synthetic
+market), the chapter states the choice and its reason before showing a number, and a
+sensitivity table shows what the choice changes.
+"""
+
+
+def render_page(chapters: Sequence[ChapterClaims]) -> str:
+    """``book/reproducibility.md`` from the chapters' stored claims.
+
+    Parameters
+    ----------
+    chapters : sequence of ChapterClaims
+        In page order (:func:`load_claims`).
+
+    Returns
+    -------
+    str
+        MyST Markdown.
+    """
+    total: dict[str, int] = {}
+    for ch in chapters:
+        for s, v in ch.counts().items():
+            total[s] = total.get(s, 0) + v
+    n = sum(total.values())
+    lines = [_PAGE_HEAD, "Status legend:", ""]
+    lines += [f"- **{s}**: {meaning}." for s, meaning in STATUSES.items()]
+    lines.append("")
+    summary = ", ".join(f"{total[s]} {s}" for s in STATUSES if s in total)
+    lines += [f"In all, {n} claims from {len(chapters)} chapters: {summary}.", ""]
+    lines += _md_table(
+        ["chapter", *[s for s in STATUSES if s in total]],
+        [[f"{{doc}}`{int(ch.chapter):d} <../{ch.doc}>`",
+          *[str(ch.counts().get(s, 0)) for s in STATUSES if s in total]] for ch in chapters],
+    )
+    lines.append("")
+    body = "\n".join(lines) + "\n" + "\n".join(ch.markdown() for ch in chapters)
+    return body.rstrip() + "\n"
+
+
+# ---------------------------------------------------------------------------------------
+# internals
+# ---------------------------------------------------------------------------------------
+
+
+def _md_cell(s: Any) -> str:
+    return str(s).replace("|", "\\|").replace("\n", " ").strip() or " "
+
+
+def _md_table(columns: Iterable[Any], rows: Iterable[Iterable[Any]]) -> list[str]:
+    cols = [_md_cell(c) for c in columns]
+    out = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    out += ["| " + " | ".join(_md_cell(v) for v in r) + " |" for r in rows]
+    return out
+
+
+def _status_md(status: str) -> str:
+    return status if status in ("agrees", "agrees in shape") else f"**{status}**"
+
+
+def _plain(s: str) -> str:
+    return re.sub(r"\$([^$]*)\$", r"\1", s)
+
+
+def _html_math(s: str) -> str:
+    """Markdown cell text to HTML: ``$..$`` to MathJax's inline ``\\(..\\)``, ``**x**`` bold."""
+    parts = re.split(r"(\$[^$]+\$)", s)
+    out = []
+    for p in parts:
+        if len(p) > 1 and p.startswith("$") and p.endswith("$"):
+            out.append("\\(" + escape(p[1:-1]) + "\\)")
+        else:
+            out.append(re.sub(r"\*\*([^*]+)\*\*", r"<b>\1</b>", escape(p)))
+    return "".join(out)
+
+
+def _diff(old: dict[str, Any], new: dict[str, Any]) -> str:
+    lines = []
+    for key in sorted(set(old) | set(new)):
+        if key == "claims":
+            continue
+        if old.get(key) != new.get(key):
+            lines.append(f"  {key}: stored {old.get(key)!r}\n  {' ' * len(key)}  now    "
+                         f"{new.get(key)!r}")
+    oc, nc = old.get("claims", []), new.get("claims", [])
+    for i in range(max(len(oc), len(nc))):
+        a = oc[i] if i < len(oc) else None
+        b = nc[i] if i < len(nc) else None
+        if a != b:
+            lines.append(f"  claim {i + 1}: stored {a!r}\n  {' ' * len(str(i + 1))}         now"
+                         f"    {b!r}")
+    return "\n".join(lines) or "  (same content, different order)"
