@@ -2,17 +2,26 @@
 
 Tests that read the real files need ``CBDT_DATA_DIR`` (CI sets it to ``../shared/data``) and
 are skipped with a reason otherwise. Nothing here touches the network: an autouse fixture
-replaces ``pooch.retrieve`` by a function that fails the test if called, and the tests of the
-download path install their own fake.
+replaces ``pooch.retrieve`` by a function that fails the test if called; the tests of the
+download path install their own fake, or (the ``http`` fixture) put the real one back and
+download from a local HTTP server on 127.0.0.1.
 """
 
 from __future__ import annotations
 
+import contextlib
+import gzip
 import hashlib
+import io
 import os
 import re
 import shutil
+import socket
+import threading
+import warnings
 import zipfile
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import numpy as np
@@ -22,6 +31,9 @@ import pytest
 
 from cbdt import datasets as D
 from cbdt.datasets import _registry
+from cbdt.datasets._registry import DataSource
+
+_REAL_RETRIEVE = pooch.retrieve  # saved before the autouse fixture below replaces it
 
 # ---------------------------------------------------------------------------
 # helpers and fixtures
@@ -59,7 +71,11 @@ def toy(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> tuple[D.DataFile, by
         "toy file.csv",
         len(content),
         hashlib.sha256(content).hexdigest(),
-        "https://example.invalid/0123456789abcdef0123456789abcdef01234567/toy%20file.csv",
+        (
+            DataSource(
+                "https://example.invalid/0123456789abcdef0123456789abcdef01234567/toy%20file.csv"
+            ),
+        ),
     )
     monkeypatch.setitem(D.REGISTRY, entry.name, entry)
     (tmp_path / "data").mkdir()
@@ -87,12 +103,59 @@ def test_registry_entries_are_pinned() -> None:
     for name, entry in D.REGISTRY.items():
         assert entry.name == name
         assert re.fullmatch(r"[0-9a-f]{64}", entry.sha256)
-        assert entry.url.startswith("https://raw.githubusercontent.com/")
-        assert re.search(r"/[0-9a-f]{40}/", entry.url), "URL must pin a commit"
-        assert " " not in entry.url
+        assert isinstance(entry.sources, tuple) and entry.sources
+        assert entry.url == entry.sources[0].url and entry.urls[0] == entry.url
+        assert len(set(entry.urls)) == len(entry.urls)
+        kinds = [s.kind for s in entry.sources]
+        assert kinds == sorted(kinds), "canonical sources come before mirrors"
+        assert "mirror" in kinds, "every file keeps at least one pinned mirror"
+        for source in entry.sources:
+            assert source.url.startswith("https://") and " " not in source.url
+            if source.kind == "canonical":
+                assert source.url.startswith("https://archive.ics.uci.edu/")
+            else:
+                assert source.url.startswith("https://raw.githubusercontent.com/")
+                assert re.search(r"/[0-9a-f]{40}/", source.url), "mirror URL must pin a commit"
+            if source.archive_sha256 is not None:
+                assert re.fullmatch(r"[0-9a-f]{64}", source.archive_sha256)
+    # UCI files: the canonical UCI zip first, with the registered file as its member
+    for name in ("adult.data", "adult.test", "adult.names"):
+        first = D.REGISTRY[name].sources[0]
+        assert (first.url, first.member, first.kind) == (
+            "https://archive.ics.uci.edu/static/public/2/adult.zip",
+            name,
+            "canonical",
+        )
     credit = D.REGISTRY["default of credit card clients.xls"]
-    assert credit.in_archive and credit.archive_size == 1_432_641
-    assert credit.archive_name == "default of credit card clients.xls.zip"
+    assert credit.sources[0] == DataSource(
+        "https://archive.ics.uci.edu/static/public/350/default+of+credit+card+clients.zip",
+        member="default of credit card clients.xls",
+        kind="canonical",
+    )
+    assert credit.in_archive and credit.archive_sha256 is None  # UCI's zip bytes are not pinned
+    mirror = credit.sources[-1]
+    assert mirror.member == credit.name and mirror.archive_size == 1_432_641
+    assert mirror.archive_name == "default of credit card clients.xls.zip"
+    # PJM: no canonical download, mirrors only
+    for name in ("PJME_hourly.csv", "est_hourly.paruqet"):
+        assert {s.kind for s in D.REGISTRY[name].sources} == {"mirror"}
+
+
+def test_data_file_normalises_sources() -> None:
+    entry = D.DataFile("x.csv", 1, "0" * 64, "https://example.invalid/x.csv")
+    assert entry.sources == (DataSource("https://example.invalid/x.csv"),)
+    assert entry.url == "https://example.invalid/x.csv" and not entry.in_archive
+    two = D.DataFile("x.csv", 1, "0" * 64, ["https://a.invalid/x.zip", DataSource("https://b/x")])
+    assert two.urls == ("https://a.invalid/x.zip", "https://b/x")
+    assert hash(two) == hash(D.DataFile("x.csv", 1, "0" * 64, tuple(two.sources)))
+    with pytest.raises(ValueError, match="at least one"):
+        D.DataFile("x.csv", 1, "0" * 64, ())
+    with pytest.raises(ValueError, match="kind"):
+        DataSource("https://a/x", kind="official")
+    with pytest.raises(ValueError, match="not both"):
+        DataSource("https://a/x.zip", member="x", gzip=True)
+    with pytest.raises(ValueError, match="archive_sha256"):
+        DataSource("https://a/x", archive_sha256="0" * 64)
 
 
 @needs("PROVENANCE.md")
@@ -106,8 +169,18 @@ def test_registry_matches_provenance() -> None:
     assert len(rows) == 17
     for name, size, sha, url in rows:
         entry = D.REGISTRY[name]
-        assert (entry.size, entry.sha256, entry.url) == (int(size.replace(",", "")), sha, url)
-    assert D.REGISTRY["default of credit card clients.xls"].archive_sha256 in text
+        assert (entry.size, entry.sha256) == (int(size.replace(",", "")), sha)
+        mirrors = [s.url for s in entry.sources if s.kind == "mirror"]
+        assert mirrors[0] == url  # PROVENANCE's pinned URL is the first mirror
+    for entry in D.REGISTRY.values():
+        for source in entry.sources:
+            if source.archive_sha256 is not None:
+                assert source.archive_sha256 in text  # pinned archive hashes come from there
+            if source.kind == "mirror":  # every mirror's repository and commit are recorded
+                repo, commit = re.match(
+                    r"https://raw\.githubusercontent\.com/([^/]+/[^/]+)/([0-9a-f]{40})/", source.url
+                ).groups()
+                assert repo in text and commit in text, source.url
 
 
 @needs(*D.REGISTRY)
@@ -184,10 +257,13 @@ def test_offline_missing_file(name, tmp_path, monkeypatch) -> None:
         D.fetch(name)
     msg = str(info.value)
     assert isinstance(info.value, FileNotFoundError) and isinstance(info.value, D.DataError)
-    for part in (name, entry.url, entry.sha256, "CBDT_DATA_DIR", "CBDT_OFFLINE", str(tmp_path)):
+    for part in (name, entry.sha256, "CBDT_DATA_DIR", "CBDT_OFFLINE", str(tmp_path)):
         assert part in msg
-    if entry.in_archive:
-        assert entry.archive_sha256 in msg
+    for source in entry.sources:  # every source, with its zip member and pinned zip hash
+        assert source.describe() in msg
+        assert source.url in msg
+        if source.archive_sha256:
+            assert source.archive_sha256 in msg
 
 
 def test_offline_corrupt_cache(toy, tmp_path, monkeypatch) -> None:
@@ -203,8 +279,9 @@ def test_fake_download_to_cache(toy, tmp_path, monkeypatch) -> None:
     entry, content = toy
     seen = {}
 
-    def fake_retrieve(url, known_hash, fname, path, progressbar=False, processor=None):
+    def fake_retrieve(url, known_hash, fname, path, progressbar=False, downloader=None):
         seen.update(url=url, known_hash=known_hash, fname=fname, path=path)
+        assert isinstance(downloader, pooch.HTTPDownloader) is url.startswith("http")
         Path(path).mkdir(parents=True, exist_ok=True)
         (Path(path) / fname).write_bytes(content)
         return str(Path(path) / fname)
@@ -233,12 +310,14 @@ def test_download_failure_is_reported(toy, monkeypatch) -> None:
         D.fetch(entry.name)
     assert isinstance(info.value, OSError)
     assert entry.url in str(info.value) and entry.sha256 in str(info.value)
+    assert info.value.attempts == ((entry.sources[0], "ConnectionError: no route to host"),)
+    assert (info.value.name, info.value.sha256) == (entry.name, entry.sha256)
 
 
 def _fake_zip_retrieve(member_name: str, member_bytes: bytes):
     """A pooch.retrieve stand-in that 'downloads' a zip built here and runs the real processor."""
 
-    def fake(url, known_hash, fname, path, progressbar=False, processor=None):
+    def fake(url, known_hash, fname, path, progressbar=False, processor=None, downloader=None):
         Path(path).mkdir(parents=True, exist_ok=True)
         archive = Path(path) / fname
         with zipfile.ZipFile(archive, "w") as zf:
@@ -256,20 +335,265 @@ def test_zip_member_download_and_check(toy, tmp_path, monkeypatch) -> None:
         entry.name,
         entry.size,
         entry.sha256,
-        "https://example.invalid/" + "0" * 40 + "/toy%20file.csv.zip",
-        archive_sha256="f" * 64,
-        archive_size=1,
+        (
+            DataSource(
+                "https://example.invalid/" + "0" * 40 + "/toy%20file.csv.zip",
+                member=entry.name,
+                archive_sha256="f" * 64,
+                archive_size=1,
+            ),
+        ),
     )
     monkeypatch.setitem(D.REGISTRY, entry.name, zipped)
     monkeypatch.setattr(pooch, "retrieve", _fake_zip_retrieve(entry.name, content))
     got = D.fetch(entry.name)
-    assert got == tmp_path / "cache" / "toy file.csv.zip.unzip" / entry.name
+    assert got == tmp_path / "cache" / entry.name  # moved out of the extraction folder
     assert got.read_bytes() == content
     # a member whose bytes differ from the registered sha256 is refused
     got.unlink()
     monkeypatch.setattr(pooch, "retrieve", _fake_zip_retrieve(entry.name, b"other bytes"))
-    with pytest.raises(D.DataHashMismatchError, match=entry.sha256):
+    with pytest.raises(D.DataDownloadError, match="refused, sha256 mismatch") as info:
         D.fetch(entry.name)
+    assert hashlib.sha256(b"other bytes").hexdigest() in str(info.value)
+    assert not got.exists()
+
+
+def test_legacy_cached_zip_member_is_still_found(toy, tmp_path, monkeypatch) -> None:
+    """The single-URL registry left zip members in ``<zip name>.unzip/``; offline still finds it."""
+    entry, content = toy
+    url = "https://example.invalid/" + "0" * 40 + "/toy%20file.csv.zip"
+    monkeypatch.setitem(
+        D.REGISTRY,
+        entry.name,
+        D.DataFile(entry.name, entry.size, entry.sha256, DataSource(url, member=entry.name)),
+    )
+    legacy = tmp_path / "cache" / "toy file.csv.zip.unzip" / entry.name
+    legacy.parent.mkdir(parents=True)
+    legacy.write_bytes(content)
+    monkeypatch.setenv("CBDT_OFFLINE", "1")
+    assert D.fetch(entry.name) == legacy
+
+
+# ---------------------------------------------------------------------------
+# download from several sources, against a local HTTP server (no network)
+# ---------------------------------------------------------------------------
+
+
+class _Server:
+    """Routes of the local test server, and the request paths it has seen (in order)."""
+
+    def __init__(self) -> None:
+        self.routes: dict[str, tuple[int, bytes]] = {}
+        self.requests: list[str] = []
+        self.port = 0
+
+    def serve(self, path: str, body: bytes, status: int = 200) -> str:
+        """Serve ``body`` with ``status`` at ``path``; return its URL."""
+        self.routes[path] = (status, body)
+        return self.url(path)
+
+    def url(self, path: str) -> str:
+        return f"http://127.0.0.1:{self.port}{path}"
+
+
+@pytest.fixture
+def http(toy, monkeypatch: pytest.MonkeyPatch) -> Iterator[_Server]:
+    """A threaded HTTP server on 127.0.0.1 (free port); the real pooch.retrieve is back.
+
+    Unknown paths answer 404. ``toy`` has set an empty CBDT_DATA_DIR, a temp CBDT_CACHE_DIR,
+    and unset CBDT_OFFLINE.
+    """
+    state = _Server()
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            state.requests.append(self.path)
+            status, body = state.routes.get(self.path, (404, b"not found"))
+            self.send_response(status)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    state.port = server.server_address[1]
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    monkeypatch.setattr(pooch, "retrieve", _REAL_RETRIEVE)
+    for var in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
+    monkeypatch.setenv("no_proxy", "127.0.0.1,localhost")
+    try:
+        yield state
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=5)
+
+
+def _refused_url() -> str:
+    """A URL on a local port nothing listens on (connection refused)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    return f"http://127.0.0.1:{port}/toy.csv"
+
+
+def _register(monkeypatch, entry: D.DataFile, *sources: DataSource, name: str | None = None):
+    """Register ``entry``'s bytes (or another name with them) with the given sources."""
+    new = D.DataFile(name or entry.name, entry.size, entry.sha256, sources)
+    monkeypatch.setitem(D.REGISTRY, new.name, new)
+    return new
+
+
+def _zip(members: dict[str, bytes]) -> bytes:
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", compression=zipfile.ZIP_DEFLATED) as zf:
+        for member, data in members.items():
+            zf.writestr(member, data)
+    return buf.getvalue()
+
+
+def _sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+@contextlib.contextmanager
+def warnings_as_errors() -> Iterator[None]:
+    """Fail on a UserWarning, e.g. the one saying that a source failed before another worked."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        yield
+
+
+def test_http_failing_primary_falls_through_to_mirror(toy, http, tmp_path, monkeypatch) -> None:
+    entry, content = toy
+    primary = DataSource(http.url("/gone/toy.csv"), kind="canonical")  # 404
+    refused = DataSource(_refused_url())  # connection refused
+    good = DataSource(http.serve("/mirror/toy.csv", content))
+    _register(monkeypatch, entry, primary, refused, good)
+    with pytest.warns(UserWarning, match="after 2 source") as record:
+        got = D.fetch(entry.name)
+    assert got == tmp_path / "cache" / entry.name
+    assert got.read_bytes() == content and _sha(got.read_bytes()) == entry.sha256
+    assert http.requests == ["/gone/toy.csv", "/mirror/toy.csv"]
+    warning = str(record[0].message)
+    assert good.describe() in warning  # names the source that was used ...
+    assert primary.url in warning and "404" in warning  # ... and each failed one, with why
+    assert refused.url in warning and "ConnectionError" in warning
+    assert sorted(p.name for p in (tmp_path / "cache").iterdir()) == [entry.name]
+    # served from the cache afterwards: no new request
+    assert D.fetch(entry.name) == got and len(http.requests) == 2
+
+
+def test_http_wrong_bytes_refused_next_source_used(toy, http, tmp_path, monkeypatch) -> None:
+    entry, content = toy
+    wrong = b"col\n1\n3\n"
+    bad = DataSource(http.serve("/bad/toy.csv", wrong), kind="canonical")
+    good = DataSource(http.serve("/good/toy.csv", content))
+    _register(monkeypatch, entry, bad, good)
+    with pytest.warns(UserWarning, match="refused, sha256 mismatch") as record:
+        got = D.fetch(entry.name)
+    assert got.read_bytes() == content
+    assert http.requests == ["/bad/toy.csv", "/good/toy.csv"]
+    warning = str(record[0].message)
+    assert bad.url in warning and _sha(wrong) in warning and entry.sha256 in warning
+    # the refused bytes were never put in place, nor left behind
+    assert sorted(p.name for p in (tmp_path / "cache").iterdir()) == [entry.name]
+
+    # with the wrong source alone, the mismatch is the error
+    got.unlink()
+    _register(monkeypatch, entry, bad)
+    with pytest.raises(D.DataDownloadError, match="refused, sha256 mismatch") as info:
+        D.fetch(entry.name)
+    assert _sha(wrong) in str(info.value) and entry.sha256 in str(info.value)
+    assert not got.exists()
+
+
+def test_http_zip_member_extracted_and_verified(toy, http, tmp_path, monkeypatch) -> None:
+    entry, content = toy
+    other = b"a,b\n1,2\n"
+    bundle = _zip(
+        {
+            entry.name: content,
+            f"__MACOSX/._{entry.name}": b"resource fork",
+            "nested/other.csv": other,
+        }
+    )
+    url = http.serve("/static/bundle.zip", bundle)
+    _register(monkeypatch, entry, DataSource(url, member=entry.name, kind="canonical"))
+    with warnings_as_errors():
+        got = D.fetch(entry.name)
+    assert got == tmp_path / "cache" / entry.name
+    assert got.read_bytes() == content and _sha(got.read_bytes()) == entry.sha256
+    assert http.requests == ["/static/bundle.zip"]
+    # another member of the same zip (in a folder): the zip kept in the cache is reused
+    monkeypatch.setitem(
+        D.REGISTRY,
+        "other.csv",
+        D.DataFile(
+            "other.csv", len(other), _sha(other), DataSource(url, member="nested/other.csv")
+        ),
+    )
+    with warnings_as_errors():
+        got_other = D.fetch("other.csv")
+    assert got_other == tmp_path / "cache" / "other.csv" and got_other.read_bytes() == other
+    assert http.requests == ["/static/bundle.zip"]
+    # a pinned zip hash that does not match refuses the zip before unpacking
+    got.unlink()
+    pinned_wrong = DataSource(
+        http.url("/static/bundle.zip"), member=entry.name, archive_sha256="0" * 64
+    )
+    gz = gzip.compress(content)
+    gz_source = DataSource(
+        http.serve("/toy.csv.gz", gz), gzip=True, archive_sha256=_sha(gz), archive_size=len(gz)
+    )
+    _register(monkeypatch, entry, pinned_wrong, gz_source)
+    with pytest.warns(UserWarning, match="refused, sha256 mismatch"):
+        got = D.fetch(entry.name)
+    assert got.read_bytes() == content  # from the gzip mirror, decompressed and checked
+    assert http.requests[-2:] == ["/static/bundle.zip", "/toy.csv.gz"]
+
+
+def test_http_all_sources_fail_lists_each(toy, http, tmp_path, monkeypatch) -> None:
+    entry, content = toy
+    wrong = b"col\n9\n9\n"
+    sources = (
+        DataSource(http.url("/gone.zip"), member=entry.name, kind="canonical"),  # 404
+        DataSource(_refused_url(), kind="canonical"),  # connection refused
+        DataSource(http.serve("/wrong.csv", wrong)),  # wrong bytes
+        DataSource(http.serve("/nomember.zip", _zip({"x.csv": content})), member=entry.name),
+        DataSource(http.serve("/badmember.zip", _zip({entry.name: wrong})), member=entry.name),
+    )
+    _register(monkeypatch, entry, *sources)
+    with pytest.raises(D.DataDownloadError) as info:
+        D.fetch(entry.name)
+    err, msg = info.value, str(info.value)
+    assert isinstance(err, OSError) and isinstance(err, D.DataError)
+    assert [source for source, _ in err.attempts] == list(sources)
+    reasons = [why for _, why in err.attempts]
+    assert "404" in reasons[0] and "HTTPError" in reasons[0]
+    assert "ConnectionError" in reasons[1]
+    assert reasons[2].startswith("refused, sha256 mismatch") and _sha(wrong) in reasons[2]
+    assert "no member 'toy file.csv'" in reasons[3]
+    assert reasons[4].startswith("refused, sha256 mismatch") and _sha(wrong) in reasons[4]
+    for i, (source, why) in enumerate(err.attempts, 1):
+        assert f"{i}. {source.describe()}" in msg and why in msg
+    assert "all 5 source(s) failed" in msg and entry.sha256 in msg and "CBDT_DATA_DIR" in msg
+    assert http.requests == ["/gone.zip", "/wrong.csv", "/nomember.zip", "/badmember.zip"]
+    assert not (tmp_path / "cache" / entry.name).exists()
+
+
+def test_http_offline_never_downloads(toy, http, monkeypatch) -> None:
+    entry, content = toy
+    _register(monkeypatch, entry, DataSource(http.serve("/toy.csv", content)))
+    monkeypatch.setenv("CBDT_OFFLINE", "1")
+    with pytest.raises(D.DataFileNotFoundError, match="CBDT_OFFLINE"):
+        D.fetch(entry.name)
+    assert http.requests == []
 
 
 # ---------------------------------------------------------------------------

@@ -20,6 +20,7 @@ from ._registry import (
     DataFileNotFoundError,
     DataFormatError,
     DataHashMismatchError,
+    DataSource,
     UnknownDataFileError,
     cache_dir,
     data_dir,
@@ -50,6 +51,7 @@ from .uci import (
 __all__ = [
     "REGISTRY",
     "DataFile",
+    "DataSource",
     "DataError",
     "DataFileNotFoundError",
     "DataHashMismatchError",

@@ -1,9 +1,32 @@
 """Registry of the book's data files and the verified :func:`fetch`.
 
-Every file the book reads is listed in :data:`REGISTRY` with its byte size, its
-sha256 and a raw download URL pinned at a fixed git commit (so the bytes a URL
-serves cannot change). The values are those of ``shared/data/PROVENANCE.md``,
-which also records where each file comes from and how its bytes were checked.
+Every file the book reads is listed in :data:`REGISTRY` as a :class:`DataFile`:
+its name, byte size and sha256 (the values of ``shared/data/PROVENANCE.md``,
+which also records how each file's bytes were checked), and an ordered tuple
+of :class:`DataSource` objects, the places that serve those bytes.
+
+Where a file is downloaded from
+-------------------------------
+Each entry lists its sources in order of preference:
+
+1. The **canonical** source first, where one exists: the UCI Machine Learning
+   Repository for Adult (the current bundle ``static/public/2/adult.zip``, of
+   which the file is a member, then the legacy direct URL) and for Default of
+   Credit Card Clients (``static/public/350/default+of+credit+card+clients.zip``,
+   member ``default of credit card clients.xls``, then the legacy ``.xls`` URL).
+2. Then **pinned mirrors**: raw GitHub URLs at a fixed git commit, the one in
+   ``PROVENANCE.md`` first, then further copies with the same bytes (a
+   ``.gz`` copy of ``adult.data`` and ``adult.test`` is unpacked). The PJM
+   files have no stable canonical download (Kaggle needs a login), so they
+   have mirrors only.
+
+**The sha256 decides, not the host.** A source is tried only until it fails:
+an HTTP or network error, a zip without the member, or bytes (after unpacking
+a zip or gzip) whose sha256 differs from the registered one. Such a source is
+refused and the next one is tried; a download that succeeded after refusals
+warns which sources failed and why. When every source fails,
+:class:`DataDownloadError` lists each source with its reason, the expected
+sha256, and how to place the file by hand.
 
 Where a file is looked for
 --------------------------
@@ -11,11 +34,13 @@ Where a file is looked for
 
 1. ``$CBDT_DATA_DIR/<name>``: a folder holding the files directly, under their
    original names (spaces included). This is how tests and CI read the data
-   (``CBDT_DATA_DIR=../shared/data``).
+   (``CBDT_DATA_DIR=../shared/data``), and the way to install a file by hand.
 2. The download cache, ``$CBDT_CACHE_DIR`` or else ``pooch.os_cache("cbdt")``
-   (for example ``~/.cache/cbdt`` on Linux).
-3. A download with :mod:`pooch` into that cache, checked against the sha256,
-   unless downloads are switched off with ``CBDT_OFFLINE=1``.
+   (for example ``~/.cache/cbdt`` on Linux), where every file is kept under its
+   own name whichever source delivered it (archives are kept apart, in
+   ``_downloads/``).
+3. A download with :mod:`pooch` from the sources in order (see above), unless
+   downloads are switched off with ``CBDT_OFFLINE=1``.
 
 Every file found is checked against its registered sha256 before it is returned.
 The check streams the file, and its result is remembered in-process for the
@@ -32,10 +57,11 @@ from __future__ import annotations
 import hashlib
 import os
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any, TypeVar
+from urllib.parse import unquote
 
 import pooch
 
@@ -45,11 +71,13 @@ __all__ = [
     "REGISTRY",
     "DataError",
     "DataFile",
+    "DataSource",
     "DataFileNotFoundError",
     "DataHashMismatchError",
     "DataFormatError",
     "DataDownloadError",
     "UnknownDataFileError",
+    "DOWNLOAD_TIMEOUT",
     "fetch",
     "verify",
     "sha256sum",
@@ -57,6 +85,9 @@ __all__ = [
     "cache_dir",
     "offline",
 ]
+
+#: Seconds a download may wait for the server to connect or to send more bytes.
+DOWNLOAD_TIMEOUT = 60
 
 # ---------------------------------------------------------------------------
 # Errors
@@ -79,7 +110,7 @@ class DataFileNotFoundError(DataError, FileNotFoundError):
 
 
 class DataHashMismatchError(DataError, ValueError):
-    """A local file's sha256 differs from the registered one (corrupt or wrong file).
+    """A file's sha256 differs from the registered one (corrupt or wrong file).
 
     Attributes
     ----------
@@ -88,7 +119,8 @@ class DataHashMismatchError(DataError, ValueError):
     expected_sha256, actual_sha256 : str
         Registered and computed hashes.
     url : str
-        Where a correct copy can be downloaded.
+        Where a correct copy can be downloaded: the file's primary source, or,
+        for bytes refused during a download, the source that served them.
     """
 
     def __init__(
@@ -106,17 +138,124 @@ class DataFormatError(DataError, ValueError):
 
 
 class DataDownloadError(DataError, OSError):
-    """A download was attempted and failed (network error, or pooch's hash check failed)."""
+    """Every source of a file was tried and none gave the registered bytes.
+
+    Parameters
+    ----------
+    message : str
+        The full explanation (each source tried and why it failed, the
+        expected sha256, and how to place the file by hand).
+    name : str or None, optional
+        The registered file name.
+    sha256 : str or None, optional
+        Its registered sha256.
+    attempts : iterable of (DataSource, str), optional
+        Each source tried, in order, with the reason it failed.
+
+    Attributes
+    ----------
+    name : str or None
+    sha256 : str or None
+    attempts : tuple of (DataSource, str)
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        name: str | None = None,
+        sha256: str | None = None,
+        attempts: Iterable[tuple[DataSource, str]] = (),
+    ) -> None:
+        super().__init__(message)
+        self.name = name
+        self.sha256 = sha256
+        self.attempts: tuple[tuple[DataSource, str], ...] = tuple(attempts)
 
 
 # ---------------------------------------------------------------------------
 # Registry
 # ---------------------------------------------------------------------------
 
+_KINDS = ("canonical", "mirror")
+
+
+@dataclass(frozen=True)
+class DataSource:
+    """One place that serves the bytes of a registered file.
+
+    Parameters
+    ----------
+    url : str
+        Download URL (percent-encoded). For a mirror, a raw URL pinned at a
+        fixed git commit, so that the bytes it serves cannot change.
+    member : str or None, optional
+        When ``url`` serves a zip: the member to extract (path inside the zip,
+        ``/``-separated). The extracted member is what is checked.
+    gzip : bool, optional
+        When ``url`` serves a gzip-compressed copy of the file; it is
+        decompressed, and the result is checked. Not together with ``member``.
+    archive_sha256 : str or None, optional
+        For a zip or gzip source whose archive bytes are pinned: the archive's
+        own sha256, checked by pooch before unpacking (an extra check; the
+        unpacked file's sha256 decides in any case).
+    archive_size : int or None, optional
+        The archive's size in bytes, when known (documentation only).
+    kind : {"canonical", "mirror"}, optional
+        Whether this is the data set's original publisher or a copy.
+    """
+
+    url: str
+    member: str | None = None
+    gzip: bool = False
+    archive_sha256: str | None = None
+    archive_size: int | None = None
+    kind: str = "mirror"
+
+    def __post_init__(self) -> None:
+        if self.kind not in _KINDS:
+            raise ValueError(f"DataSource.kind must be one of {_KINDS}, not {self.kind!r}")
+        if self.member is not None and self.gzip:
+            raise ValueError("A DataSource is a zip (member=...) or a gzip, not both.")
+        if not self.is_archive and (self.archive_sha256 or self.archive_size):
+            raise ValueError("archive_sha256 and archive_size need a zip member or gzip=True.")
+
+    @property
+    def is_archive(self) -> bool:
+        """Whether the URL serves a zip (``member`` set) or a gzip to unpack."""
+        return self.member is not None or self.gzip
+
+    @property
+    def archive_name(self) -> str | None:
+        """The archive's file name (the last URL segment, decoded), or None for a plain file."""
+        if not self.is_archive:
+            return None
+        return unquote(self.url.rsplit("/", 1)[-1])
+
+    def describe(self) -> str:
+        """One line naming the source: kind, URL and what is unpacked from it.
+
+        Returns
+        -------
+        str
+            For example ``"canonical https://.../adult.zip (zip member 'adult.data')"``.
+        """
+        text = f"{self.kind} {self.url}"
+        if self.member is not None:
+            text += f" (zip member {self.member!r}"
+        elif self.gzip:
+            text += " (gzip, decompressed"
+        else:
+            return text
+        if self.archive_sha256:
+            size = f", {self.archive_size:,} bytes" if self.archive_size else ""
+            text += f"; archive sha256 {self.archive_sha256}{size}"
+        return text + ")"
+
 
 @dataclass(frozen=True)
 class DataFile:
-    """One registered data file.
+    """One registered data file and the ordered places to download it from.
 
     Parameters
     ----------
@@ -126,85 +265,172 @@ class DataFile:
     size : int
         Size in bytes.
     sha256 : str
-        Lower-case hex sha256 of the file's bytes.
-    url : str
-        Raw download URL at a fixed commit (percent-encoded). For a file that
-        comes inside a zip (``archive_sha256`` set) it is the zip's URL.
-    archive_sha256, archive_size : str or None, int or None
-        For a zip-delivered file: the zip's sha256 and size. The zip member
-        named ``name`` is extracted, and then checked against ``sha256``.
+        Lower-case hex sha256 of the file's bytes. This, not the host, decides
+        whether a copy is accepted.
+    sources : tuple of DataSource
+        Where to download the file, tried in this order: the canonical source
+        first where one exists, then pinned mirrors. A single
+        :class:`DataSource`, a URL string, or a sequence mixing both is
+        accepted and stored as a tuple of :class:`DataSource`.
     """
 
     name: str
     size: int
     sha256: str
-    url: str
-    archive_sha256: str | None = None
-    archive_size: int | None = None
+    sources: tuple[DataSource, ...]
+
+    def __post_init__(self) -> None:
+        given: Any = self.sources
+        if isinstance(given, str | DataSource):
+            given = (given,)
+        sources = tuple(DataSource(s) if isinstance(s, str) else s for s in given)
+        if not sources or not all(isinstance(s, DataSource) for s in sources):
+            raise ValueError(f"DataFile {self.name!r} needs at least one DataSource or URL.")
+        object.__setattr__(self, "sources", sources)
+
+    @property
+    def urls(self) -> tuple[str, ...]:
+        """The URLs of all sources, in the order they are tried."""
+        return tuple(s.url for s in self.sources)
+
+    # The properties below describe the primary (first) source. They keep the
+    # names of the single-URL registry working.
+
+    @property
+    def url(self) -> str:
+        """URL of the primary (first) source."""
+        return self.sources[0].url
 
     @property
     def in_archive(self) -> bool:
-        """Whether the file is delivered as a member of a zip at :attr:`url`."""
-        return self.archive_sha256 is not None
+        """Whether the primary source delivers the file inside a zip or gzip."""
+        return self.sources[0].is_archive
 
     @property
     def archive_name(self) -> str | None:
-        """File name of the zip in the cache (the last URL segment, decoded)."""
-        if not self.in_archive:
-            return None
-        from urllib.parse import unquote
+        """File name of the primary source's archive, or None when it serves the file itself."""
+        return self.sources[0].archive_name
 
-        return unquote(self.url.rsplit("/", 1)[-1])
+    @property
+    def archive_sha256(self) -> str | None:
+        """Pinned sha256 of the primary source's archive, if any."""
+        return self.sources[0].archive_sha256
+
+    @property
+    def archive_size(self) -> int | None:
+        """Size of the primary source's archive, if known."""
+        return self.sources[0].archive_size
 
 
-_ADULT = (
-    "https://raw.githubusercontent.com/katinka314/XAI-project/"
-    "5d289c6ba690b729e1b3fcc8d7f1a059cb641db2/data/"
+# Canonical: the UCI Machine Learning Repository (current bundles, then the legacy layout).
+_UCI_ADULT_ZIP = "https://archive.ics.uci.edu/static/public/2/adult.zip"
+_UCI_ADULT = "https://archive.ics.uci.edu/ml/machine-learning-databases/adult/"
+_UCI_CREDIT_ZIP = "https://archive.ics.uci.edu/static/public/350/default+of+credit+card+clients.zip"
+_UCI_CREDIT_XLS = (
+    "https://archive.ics.uci.edu/ml/machine-learning-databases/00350/"
+    "default%20of%20credit%20card%20clients.xls"
 )
-_PJM = (
-    "https://raw.githubusercontent.com/panambY/Hourly_Energy_Consumption/"
-    "3d9359d970ce534e3d3a81bf70a4d3abc7008b8c/data/"
+
+# Mirrors pinned at a commit (shared/data/PROVENANCE.md; the first of each is its registry URL).
+_GH = "https://raw.githubusercontent.com/"
+_ADULT = _GH + "katinka314/XAI-project/5d289c6ba690b729e1b3fcc8d7f1a059cb641db2/data/"
+_ADULT_BDM = _GH + "Allen-Qiu/bdm-book/a866241255c59fe94b9c5b28d648a06f530ce043/data/"
+_ADULT_TMCOMBI = _GH + "tmcombi/tmcombi/9a82e64c1d2c320ac9c04df72e4b2a1391d39511/data/adult/"
+_ADULT_MC2 = _GH + "UCLA-StarAI/mc2/9b5345ada98fc74f6af860df46b9783d5bcc0bb5/data/adult/"
+_ADULT_DELVE = (  # the 1996 DELVE gzip copies of the UCI files
+    _GH + "vukk/lfr/ed62ba97952b233be794314ce2ed748877edfeeb/data/adult-delve/Source/"
+)
+_PJM = _GH + "panambY/Hourly_Energy_Consumption/3d9359d970ce534e3d3a81bf70a4d3abc7008b8c/data/"
+_PJM_SAGEMAKER = (
+    _GH + "wsko/intro_to_sagemaker/5594382fa50f2164e169895742e15fd5d3a96818/"
+    "data/hourly_energy_consumption/"
+)
+_PJME_TOPMOW = (
+    _GH + "topmow/data_cleaning/2652b7bf911d4c5bc4f90b55da1e85c7c8870cd0/output/PJME_hourly.csv"
 )
 _CREDIT_ZIP = (
-    "https://raw.githubusercontent.com/AhmeddAshour/Ensemble-Learning-for-Loan-Prediction/"
+    _GH + "AhmeddAshour/Ensemble-Learning-for-Loan-Prediction/"
     "5a1fb3d128244e7cdb0a99a5dc69c5c0d512e0c1/default%20of%20credit%20card%20clients.xls.zip"
 )
 _EST = (
-    "https://raw.githubusercontent.com/ashutoshsingh429/SmartLoadForecasting/"
+    _GH + "ashutoshsingh429/SmartLoadForecasting/"
     "27c64473d981cada8bbf56f62822d08599be4524/input/est_hourly.paruqet"
 )
 
 
-def _pjm(name: str, size: int, sha256: str) -> DataFile:
-    return DataFile(name, size, sha256, _PJM + name)
+def _adult(name: str, size: int, sha256: str, *more: DataSource) -> DataFile:
+    """An Adult file: UCI's zip member, UCI's legacy URL, the registry mirror, then ``more``."""
+    return DataFile(
+        name,
+        size,
+        sha256,
+        (
+            DataSource(_UCI_ADULT_ZIP, member=name, kind="canonical"),
+            DataSource(_UCI_ADULT + name, kind="canonical"),
+            DataSource(_ADULT + name),
+            *more,
+        ),
+    )
+
+
+def _pjm(name: str, size: int, sha256: str, *more: DataSource) -> DataFile:
+    """A PJM CSV: no stable canonical download; two mirrors with the same git blobs."""
+    return DataFile(
+        name,
+        size,
+        sha256,
+        (DataSource(_PJM + name), DataSource(_PJM_SAGEMAKER + name), *more),
+    )
 
 
 _FILES: tuple[DataFile, ...] = (
-    DataFile(
+    _adult(
         "adult.data",
         3_974_305,
         "5b00264637dbfec36bdeaab5676b0b309ff9eb788d63554ca0a249491c86603d",
-        _ADULT + "adult.data",
+        DataSource(_ADULT_BDM + "adult.data"),
+        DataSource(_ADULT_TMCOMBI + "adult.data"),
+        DataSource(
+            _ADULT_DELVE + "adult.data.gz",
+            gzip=True,
+            archive_sha256="fb986d3609cdf068a1c234ed2695603b74c66c4be723467d9d69542024847442",
+            archive_size=439_363,
+        ),
     ),
-    DataFile(
+    _adult(
         "adult.test",
         2_003_153,
         "a2a9044bc167a35b2361efbabec64e89d69ce82d9790d2980119aac5fd7e9c05",
-        _ADULT + "adult.test",
+        DataSource(
+            _ADULT_DELVE + "adult.test.gz",
+            gzip=True,
+            archive_sha256="74aa81a0e0880467a50de97be6ba8130df14a3ef8c0c3a14de2a9a997d068fbf",
+            archive_size=220_798,
+        ),
     ),
-    DataFile(
+    _adult(
         "adult.names",
         5_229,
         "c248284c0b5de30c9e1958d6cdd168a34a654758b620e68f46aefa83fc0a576a",
-        _ADULT + "adult.names",
+        DataSource(_GH + "vukk/lfr/ed62ba97952b233be794314ce2ed748877edfeeb/data/adult.names"),
+        DataSource(_ADULT_MC2 + "adult.names"),
     ),
     DataFile(
         "default of credit card clients.xls",
         5_539_328,
         "30c6be3abd8dcfd3e6096c828bad8c2f011238620f5369220bd60cfc82700933",
-        _CREDIT_ZIP,
-        archive_sha256="04c849fcb53020868f0f29b0b31df89c3559b4f30674c8e2edaa0585cbaa909c",
-        archive_size=1_432_641,
+        (
+            DataSource(
+                _UCI_CREDIT_ZIP, member="default of credit card clients.xls", kind="canonical"
+            ),
+            DataSource(_UCI_CREDIT_XLS, kind="canonical"),
+            DataSource(
+                _CREDIT_ZIP,
+                member="default of credit card clients.xls",
+                archive_sha256="04c849fcb53020868f0f29b0b31df89c3559b4f30674c8e2edaa0585cbaa909c",
+                archive_size=1_432_641,
+            ),
+        ),
     ),
     _pjm(
         "AEP_hourly.csv",
@@ -255,6 +481,7 @@ _FILES: tuple[DataFile, ...] = (
         "PJME_hourly.csv",
         4_070_265,
         "4eb2b16d42bf07ec41ab55cb842191594cb69452725a6d3c0991658a628fde84",
+        DataSource(_PJME_TOPMOW),
     ),
     _pjm(
         "PJMW_hourly.csv",
@@ -270,13 +497,12 @@ _FILES: tuple[DataFile, ...] = (
         "est_hourly.paruqet",
         3_680_566,
         "edcf1be70ba2fd56ee2d63c0dd6271d72640766b8aaa767641cfc2d1b81c0c6b",
-        _EST,
+        (DataSource(_EST),),  # the only copy found (PROVENANCE.md)
     ),
 )
 
 #: Every registered file, keyed by its file name (see ``shared/data/PROVENANCE.md``).
 REGISTRY: dict[str, DataFile] = {f.name: f for f in _FILES}
-
 
 # ---------------------------------------------------------------------------
 # Environment
@@ -342,6 +568,40 @@ def _lookup(name: str) -> DataFile:
         ) from None
 
 
+def _sources_text(entry: DataFile) -> str:
+    """The numbered list of ``entry``'s sources, one per line."""
+    return "\n".join(f"  {i}. {s.describe()}" for i, s in enumerate(entry.sources, 1))
+
+
+def _manual_text(entry: DataFile) -> str:
+    """How to place ``entry`` by hand."""
+    return (
+        f"To install it by hand: download it from any source above (extract the named member "
+        f"of a zip, gunzip a gzip), check that its sha256 is {entry.sha256}, put it under the "
+        f"name {entry.name!r} in a folder and set CBDT_DATA_DIR to that folder."
+    )
+
+
+def _check(path: Path, entry: DataFile) -> Path:
+    """``path`` if its sha256 is ``entry.sha256``; else :class:`DataHashMismatchError`."""
+    actual = sha256sum(path)
+    if actual != entry.sha256:
+        size = path.stat().st_size
+        raise DataHashMismatchError(
+            f"Data file {str(path)!r} is corrupt or not the registered file {entry.name!r}: "
+            f"expected sha256 {entry.sha256} ({entry.size:,} bytes), "
+            f"actual sha256 {actual} ({size:,} bytes). "
+            f"Replace it with a fresh copy from one of its sources:\n{_sources_text(entry)}\n"
+            "or remove it (and point CBDT_DATA_DIR elsewhere) so that it can be downloaded "
+            "again.",
+            path=path,
+            expected_sha256=entry.sha256,
+            actual_sha256=actual,
+            url=entry.url,
+        )
+    return path
+
+
 def verify(path: str | os.PathLike[str], name: str) -> Path:
     """Check that the file at ``path`` has the registered sha256 of ``name``.
 
@@ -361,54 +621,34 @@ def verify(path: str | os.PathLike[str], name: str) -> Path:
     ------
     DataHashMismatchError
         When the hashes differ. The message names the file, both hashes (and
-        sizes), and the URL to download a correct copy from.
+        sizes), and every source a correct copy can be downloaded from.
     """
-    entry = _lookup(name)
-    p = Path(path)
-    actual = sha256sum(p)
-    if actual != entry.sha256:
-        size = p.stat().st_size
-        if entry.in_archive:
-            source = (
-                f"the member {entry.name!r} of the zip at {entry.url} "
-                f"(zip sha256 {entry.archive_sha256})"
-            )
-        else:
-            source = entry.url
-        raise DataHashMismatchError(
-            f"Data file {str(p)!r} is corrupt or not the registered file {entry.name!r}: "
-            f"expected sha256 {entry.sha256} ({entry.size:,} bytes), "
-            f"actual sha256 {actual} ({size:,} bytes). "
-            f"Replace it with a fresh copy of {source}, or remove it "
-            "(and point CBDT_DATA_DIR elsewhere) so that it can be downloaded again.",
-            path=p,
-            expected_sha256=entry.sha256,
-            actual_sha256=actual,
-            url=entry.url,
-        )
-    return p
+    return _check(Path(path), _lookup(name))
 
 
 # ---------------------------------------------------------------------------
 # fetch
 # ---------------------------------------------------------------------------
 
-
-def _cache_path(entry: DataFile, root: Path) -> Path:
-    """Where :func:`fetch` keeps ``entry`` in the cache ``root``."""
-    if entry.in_archive:
-        # pooch.Unzip's default extraction folder: "<zip name>.unzip/" next to the zip.
-        return root / f"{entry.archive_name}.unzip" / entry.name
-    return root / entry.name
+#: Folder of the cache that keeps downloaded archives (zip, gzip) apart from the files.
+_DOWNLOADS = "_downloads"
 
 
-def _source_text(entry: DataFile) -> str:
-    if entry.in_archive:
-        return (
-            f"URL: {entry.url} (a zip, sha256 {entry.archive_sha256}, "
-            f"{entry.archive_size:,} bytes; the file is its member {entry.name!r})"
-        )
-    return f"URL: {entry.url}"
+def _cache_candidates(entry: DataFile, root: Path) -> list[Path]:
+    """Where :func:`fetch` looks for ``entry`` in the cache ``root``, in order.
+
+    The file's own name first (where every download now ends up), then, if
+    present, where the single-URL registry left a zip member
+    (``<zip name>.unzip/<member>``, pooch.Unzip's default folder), so that
+    older caches keep working offline.
+    """
+    paths = [root / entry.name]
+    for source in entry.sources:
+        if source.member is not None:
+            legacy = root / f"{source.archive_name}.unzip" / source.member
+            if legacy.is_file() and legacy not in paths:
+                paths.append(legacy)
+    return paths
 
 
 def fetch(name: str) -> Path:
@@ -417,10 +657,13 @@ def fetch(name: str) -> Path:
     Looks in ``$CBDT_DATA_DIR`` first, then in the download cache
     (``$CBDT_CACHE_DIR`` or ``pooch.os_cache("cbdt")``), and downloads the file
     with :mod:`pooch` into the cache when it is in neither place and downloads
-    are allowed (``CBDT_OFFLINE`` is not ``1``). Files that arrive inside a zip
-    (the Default Credit ``.xls``) are downloaded as the zip, checked against
-    the zip's sha256, unpacked with ``pooch.Unzip(members=[name])`` and then
-    checked against the member's own sha256.
+    are allowed (``CBDT_OFFLINE`` is not ``1``). The download tries the file's
+    :attr:`DataFile.sources` in order (canonical source first, then pinned
+    mirrors): a zip source is unpacked with ``pooch.Unzip(members=[member])``, a
+    gzip source with ``pooch.Decompress``, and whatever a source delivers is
+    accepted only if its sha256 equals the registered one; otherwise the
+    source is refused and the next one is tried. If a source succeeds after
+    others failed, a :class:`UserWarning` names the failed ones and why.
 
     Parameters
     ----------
@@ -439,14 +682,16 @@ def fetch(name: str) -> Path:
         ``name`` is not registered (also a ``KeyError``).
     DataFileNotFoundError
         The file is not local and downloads are off (also a ``FileNotFoundError``).
-        The message names the file, the places searched, the URL and the
+        The message names the file, the places searched, every source and the
         expected sha256, and says to set ``CBDT_DATA_DIR`` or allow downloads.
     DataHashMismatchError
         A file in ``$CBDT_DATA_DIR`` (or, offline, in the cache) has the wrong
         sha256 (also a ``ValueError``). A corrupt *cached* file is downloaded
         again when downloads are allowed, with a warning.
     DataDownloadError
-        The download failed (also an ``OSError``).
+        Every source failed (also an ``OSError``). The message lists each
+        source tried and why it failed, the expected sha256, and how to place
+        the file by hand; :attr:`DataDownloadError.attempts` holds the same.
     """
     entry = _lookup(name)
     searched: list[str] = []
@@ -455,7 +700,7 @@ def fetch(name: str) -> Path:
     if ddir is not None:
         candidate = ddir / entry.name
         if candidate.is_file():
-            return verify(candidate, entry.name)
+            return _check(candidate, entry)
         if not ddir.is_dir():
             warnings.warn(
                 f"CBDT_DATA_DIR={str(ddir)!r} is not a directory; looking for "
@@ -467,17 +712,18 @@ def fetch(name: str) -> Path:
         searched.append("CBDT_DATA_DIR: (not set)")
 
     root = cache_dir()
-    cached = _cache_path(entry, root)
-    searched.append(f"cache: {cached}")
-    if cached.is_file():
+    for cached in _cache_candidates(entry, root):
+        searched.append(f"cache: {cached}")
+        if not cached.is_file():
+            continue
         try:
-            return verify(cached, entry.name)
+            return _check(cached, entry)
         except DataHashMismatchError:
             if offline():
                 raise
             warnings.warn(
                 f"Cached copy {str(cached)!r} of {entry.name!r} does not match its sha256; "
-                f"downloading it again from {entry.url}.",
+                "removed it, downloading the file again.",
                 stacklevel=2,
             )
             cached.unlink()
@@ -486,8 +732,9 @@ def fetch(name: str) -> Path:
         where = "; ".join(searched)
         raise DataFileNotFoundError(
             f"Data file {entry.name!r} was not found locally and downloads are switched off "
-            f"(CBDT_OFFLINE=1). Looked in {where}. {_source_text(entry)}. "
+            f"(CBDT_OFFLINE=1). Looked in {where}. "
             f"Expected sha256: {entry.sha256} ({entry.size:,} bytes). "
+            f"Its sources:\n{_sources_text(entry)}\n"
             f"To fix: put {entry.name!r} in a folder and set CBDT_DATA_DIR to that folder, "
             "or allow downloads by unsetting CBDT_OFFLINE."
         )
@@ -495,44 +742,116 @@ def fetch(name: str) -> Path:
     return _download(entry, root)
 
 
+def _retrieve(source: DataSource, **kwargs: Any) -> Any:
+    """``pooch.retrieve`` of ``source.url``, with a timeout for HTTP(S) and no progress bar."""
+    if source.url.startswith(("http://", "https://")):
+        kwargs["downloader"] = pooch.HTTPDownloader(progressbar=False, timeout=DOWNLOAD_TIMEOUT)
+    return pooch.retrieve(source.url, progressbar=False, **kwargs)
+
+
+def _remember(path: Path, digest: str) -> None:
+    """Record a digest already computed for ``path`` in the :func:`sha256sum` memo."""
+    p = path.resolve()
+    st = p.stat()
+    _HASH_CACHE[(str(p), st.st_size, st.st_mtime_ns)] = digest
+
+
+def _download_from(entry: DataFile, source: DataSource, root: Path) -> Path:
+    """Download ``entry`` from one source into ``root / entry.name``; checked, or raise."""
+    final = root / entry.name
+    if not source.is_archive:
+        # pooch checks the sha256 of the download before putting it in place.
+        path = _retrieve(source, known_hash=f"sha256:{entry.sha256}", fname=entry.name, path=root)
+        return _check(Path(path), entry)
+
+    # A zip or gzip: kept under a name unique to its URL, so that the other
+    # members of a zip (the three Adult files) come without a second download.
+    fname = hashlib.sha256(source.url.encode()).hexdigest()[:16] + "-" + str(source.archive_name)
+    downloads = root / _DOWNLOADS
+    known_hash = f"sha256:{source.archive_sha256}" if source.archive_sha256 else None
+    if source.member is not None:
+        result = _retrieve(
+            source,
+            known_hash=known_hash,
+            fname=fname,
+            path=downloads,
+            processor=pooch.Unzip(members=[source.member]),
+        )
+        want = PurePosixPath(source.member).parts
+        found = [Path(p) for p in result if Path(p).parts[-len(want) :] == want]
+        if len(found) != 1:
+            raise DataFormatError(
+                f"the zip has no member {source.member!r} (extracted: {[str(p) for p in result]})"
+            )
+        unpacked = found[0]
+    else:
+        unpacked = Path(
+            _retrieve(
+                source,
+                known_hash=known_hash,
+                fname=fname,
+                path=downloads,
+                processor=pooch.Decompress(method="gzip"),
+            )
+        )
+    actual = sha256sum(unpacked)
+    if actual != entry.sha256:
+        size = unpacked.stat().st_size
+        unpacked.unlink(missing_ok=True)
+        (downloads / fname).unlink(missing_ok=True)  # not the bytes we want: fetch anew next time
+        what = f"member {source.member!r} of the zip" if source.member else "the gunzipped file"
+        raise DataHashMismatchError(
+            f"{what} has sha256 {actual} ({size:,} bytes), expected {entry.sha256} "
+            f"({entry.size:,} bytes)",
+            path=unpacked,
+            expected_sha256=entry.sha256,
+            actual_sha256=actual,
+            url=source.url,
+        )
+    os.replace(unpacked, final)
+    _remember(final, actual)
+    return final
+
+
+def _reason(exc: Exception) -> str:
+    """Why a source failed, in one line; sha256 mismatches are marked as refusals."""
+    text = " ".join(f"{type(exc).__name__}: {exc}".split())
+    mismatch = isinstance(exc, DataHashMismatchError) or (
+        isinstance(exc, ValueError) and "does not match the known hash" in str(exc)
+    )  # the latter is pooch's own hash check
+    return f"refused, sha256 mismatch: {text}" if mismatch else text
+
+
 def _download(entry: DataFile, root: Path) -> Path:
-    try:
-        if entry.in_archive:
-            result = pooch.retrieve(
-                entry.url,
-                known_hash=f"sha256:{entry.archive_sha256}",
-                fname=entry.archive_name,
-                path=root,
-                processor=pooch.Unzip(members=[entry.name]),
-                progressbar=False,
+    """Try ``entry.sources`` in order; the first whose bytes check out wins."""
+    failures: list[tuple[DataSource, str]] = []
+    for source in entry.sources:
+        try:
+            path = _download_from(entry, source, root)
+        except Exception as exc:  # network, HTTP status, hash, zip and disk errors
+            failures.append((source, _reason(exc)))
+            continue
+        if failures:
+            failed = "\n".join(f"  - {s.describe()}: {why}" for s, why in failures)
+            warnings.warn(
+                f"Downloaded {entry.name!r} from {source.describe()} after "
+                f"{len(failures)} source(s) failed:\n{failed}",
+                stacklevel=3,
             )
-            paths = [Path(p) for p in (result if isinstance(result, list) else [result])]
-            matches = [p for p in paths if p.name == entry.name]
-            if len(matches) != 1:
-                raise DataFormatError(
-                    f"The zip at {entry.url} did not yield exactly one member named "
-                    f"{entry.name!r}; it gave {[str(p) for p in paths]}."
-                )
-            path = matches[0]
-        else:
-            path = Path(
-                pooch.retrieve(
-                    entry.url,
-                    known_hash=f"sha256:{entry.sha256}",
-                    fname=entry.name,
-                    path=root,
-                    progressbar=False,
-                )
-            )
-    except DataError:
-        raise
-    except Exception as exc:  # network errors, pooch's own hash check, disk errors
-        raise DataDownloadError(
-            f"Could not download {entry.name!r} into {str(root)!r}. {_source_text(entry)}. "
-            f"Expected sha256: {entry.sha256}. Cause: {type(exc).__name__}: {exc}. "
-            "To work offline, put the file in a folder and set CBDT_DATA_DIR to it."
-        ) from exc
-    return verify(path, entry.name)
+        return path
+
+    tried = "\n".join(
+        f"  {i}. {s.describe()}\n     -> {why}" for i, (s, why) in enumerate(failures, 1)
+    )
+    raise DataDownloadError(
+        f"Could not download {entry.name!r} into {str(root)!r}: all {len(failures)} "
+        f"source(s) failed. Expected sha256: {entry.sha256} ({entry.size:,} bytes); "
+        "a source whose bytes have another sha256 is refused, whatever its host.\n"
+        f"Sources tried, in order:\n{tried}\n{_manual_text(entry)}",
+        name=entry.name,
+        sha256=entry.sha256,
+        attempts=failures,
+    )
 
 
 # ---------------------------------------------------------------------------
