@@ -18,7 +18,13 @@ BLAS runs single-threaded (``OPENBLAS_NUM_THREADS=1`` etc. unless already set): 
 a single (n, H) matrix-vector product, which threads do not speed up but which is very
 sensitive to thread contention on a shared machine; every method runs under the same setting.
 
-Run: ``python benchmarks/bench_attribution.py [--repeats 7] [--queries 50] [--skip-synthetic]``.
+Writes ``benchmarks/results/attribution.csv`` (one row per scale and method: per-query and fit
+milliseconds, ratio to the fastest of the five methods) and ``attribution_meta.json`` (date, CPU,
+cores, BLAS, and the settings of the run); chapter 06 reads them for its per-query cost claim
+(``cbdt.experiments.scaling.load_benchmark("attribution")``).
+
+Run: ``python benchmarks/bench_attribution.py [--repeats 7] [--queries 50] [--skip-synthetic]
+[--no-save]`` (``--no-save``: print only, keep the stored results).
 Target (issue 3): the exact coefficient within 2x of the fastest baseline per query (the
 paper reports 170x).
 """
@@ -31,12 +37,19 @@ for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_var, "1")  # before numpy is imported
 
 import argparse  # noqa: E402
+import json  # noqa: E402
 import platform  # noqa: E402
+import sys  # noqa: E402
 import time  # noqa: E402
 from collections.abc import Callable  # noqa: E402
+from pathlib import Path  # noqa: E402
 
 import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
 import torch  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).parent))
+from _common import machine  # noqa: E402
 
 import cbdt  # noqa: E402
 from cbdt.baselines import (  # noqa: E402
@@ -49,6 +62,7 @@ from cbdt.baselines import (  # noqa: E402
 )
 from cbdt.experiments.synthetic import median_per_query  # noqa: E402
 
+RESULTS = Path(__file__).parent / "results"
 NOCACHE = "Ours (alpha), per-query solve"
 ORDER = (
     "Ours (alpha)",
@@ -157,8 +171,10 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--H", type=int, default=64)
     ap.add_argument("--checkpoints", type=int, default=10)
     ap.add_argument("--skip-synthetic", action="store_true", help="skip the n = 500 task")
+    ap.add_argument("--no-save", action="store_true", help="do not write benchmarks/results")
     args = ap.parse_args(argv)
 
+    t_start = time.perf_counter()
     cases: list[tuple[str, tuple]] = []
     if not args.skip_synthetic:
         cases.append(("n=500 (synthetic)", synthetic_case(args.queries)))
@@ -207,6 +223,36 @@ def main(argv: list[str] | None = None) -> None:
         print(
             f"{label}: exact coefficient {ratio:.2f}x the fastest method ({verdict} the 2x target)"
         )
+    if args.no_save:
+        return
+    rows = []
+    for (label, case), (_, r) in zip(cases, results.items(), strict=True):
+        n_cases, width = case[0].shape
+        for name in ORDER:
+            rows.append(
+                dict(
+                    case=label,
+                    n=n_cases,
+                    H=width,
+                    method=name,
+                    query_ms=r[name] * 1e3,
+                    ratio=r[name] / fastest[label],
+                    fit_ms=fits[label][name] * 1e3,
+                )
+            )
+    meta = machine()
+    meta.update(
+        repeats=str(args.repeats),
+        queries=str(args.queries),
+        checkpoints=str(args.checkpoints),
+        blas_threads=os.environ["OPENBLAS_NUM_THREADS"],
+        ratio="query_ms divided by the fastest of the five methods of the same case",
+        runtime_s=f"{time.perf_counter() - t_start:.0f}",
+    )
+    RESULTS.mkdir(exist_ok=True)
+    pd.DataFrame(rows).to_csv(RESULTS / "attribution.csv", index=False)
+    (RESULTS / "attribution_meta.json").write_text(json.dumps(meta, indent=1) + "\n")
+    print(f"wrote {RESULTS / 'attribution.csv'}")
 
 
 if __name__ == "__main__":
