@@ -1,0 +1,313 @@
+"""The paper beside the book for chapters 09 (drift grid) and 10 (Nyström scaling).
+
+Small hand-made inputs, never a re-run of an experiment: the rows carry the expected values
+and statuses, and a status flips when the data flips.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from cbdt.claims import ChapterClaims
+from cbdt.exceptions import InputError
+from cbdt.experiments import classifier, drift, nystrom, pjm_drift, scaling
+
+# ---------------------------------------------------------------------------------------
+# chapter 09
+# ---------------------------------------------------------------------------------------
+
+LEVELS = (0.0, 2.0, 3.0, 4.0)
+
+
+def _summary09() -> pd.DataFrame:
+    rows = []
+    for shift in drift.SHIFTS:
+        for level in LEVELS:
+            for j, score in enumerate(drift.SCORES):
+                rows.append({
+                    "shift": shift, "level": level, "score": score,
+                    "auc_mean": 0.9 - 0.1 * level / 4 + 0.01 * j, "auc_ci": 0.05,
+                    "n_seeds": 4 if (shift, level) == ("mean", 4.0) else 5,
+                    "error_rate": 0.015 + 0.05 * level, "n_wrong": 10,
+                })
+    return pd.DataFrame(rows)
+
+
+def _paired(cov=-0.24, var=-0.23, mean=-0.15, p=0.01, entropy_cov=None) -> pd.DataFrame:
+    """Paired table: every case score has the shift's difference at every level."""
+    diff = {"covariate": cov, "variance": var, "mean": mean}
+    rows = []
+    for shift in drift.SHIFTS:
+        for level in LEVELS:
+            for score in ("risk", "entropy", "gini", "leverage", "knn"):
+                d = diff[shift] if level > 0 else -0.07
+                if score == "entropy" and shift == "covariate" and entropy_cov is not None:
+                    d = entropy_cov
+                rows.append({
+                    "shift": shift, "level": level, "score": score, "mean_diff": d,
+                    "ci": 0.1, "t_pvalue": p, "wilcoxon_pvalue": 0.0625,
+                    "wins": 5 if d > 0 else 0, "n_seeds": 5,
+                })
+    return pd.DataFrame(rows)
+
+
+def _sens() -> pd.DataFrame:
+    idx = ["book default", "k = 5", drift._PROBE_VARIANT]
+    return pd.DataFrame({
+        "mean dAUC": [-0.155, -0.2, 0.225], "variance dAUC": [-0.235, -0.02, 0.27],
+        "covariate dAUC": [-0.243, -0.1, 0.401], "error rate at max level": [0.198, 0.2, 0.51],
+    }, index=pd.Index(idx, name="variant"))
+
+
+def _pjm_summary(risk_auc=0.506) -> pd.DataFrame:
+    rows = []
+    vals = {"risk": (risk_auc, 0.111, 0.008), "risk_alpha": (0.723, 0.152, 0.5),
+            "margin": (0.849, 0.529, np.nan), "leverage": (0.509, 0.078, np.nan)}
+    for year in (2002, 2003, 2004, 2005):
+        for score in pjm_drift.SCORES:
+            auc, caught, nz = vals[score]
+            rows.append({"year": year, "score": score,
+                         "split": "train" if year < 2004 else "test",
+                         "n_seeds": 3, "z_mean": 0.0, "auc_mean": auc,
+                         "caught_ties_mean": caught, "risk_nonzero_mean": nz})
+    out = pd.DataFrame(rows).set_index(["year", "score"])
+    out.attrs["budget"] = 0.1
+    return out
+
+
+def _clf_summary(defined=0) -> pd.DataFrame:
+    names = [name for name, _, _ in classifier.SCORES]
+    df = pd.DataFrame({
+        "auc_mean": [0.6, np.nan, np.nan, 0.923, 0.922, 0.924, 0.958, 0.918],
+        "auc_ci": [0.01, np.nan, np.nan, 0.0196, 0.02, 0.018, 0.0254, 0.0146],
+        "n_defined": [defined, 0, 0, 5, 5, 5, 5, 5], "n_seeds": [5] * 8,
+        "max_gini": [0.0] * 3 + [0.86] * 3 + [np.nan] * 2,
+        "max_abs_entropy": [0.0] * 3 + [2.04] * 3 + [np.nan] * 2,
+    }, index=pd.Index(names, name="score"))
+    if not defined:
+        df.loc["risk (contribution)", "auc_mean"] = np.nan
+    return df
+
+
+def _row(ch: ChapterClaims, start: str):
+    hits = [c for c in ch.claims if c.claim.startswith(start)]
+    assert len(hits) == 1, [c.claim for c in ch.claims]
+    return hits[0]
+
+
+def test_ch09_rows_statuses_and_table():
+    ch = drift.chapter_claims(_summary09(), _paired(), _sens(), _pjm_summary(),
+                              _clf_summary(), drift.DriftConfig())
+    assert ch.chapter == "09" and ch.title == "Risk score under distribution shift"
+    cov = _row(ch, "C.4: from drift strength 2.0 on")
+    assert cov.status == "does not hold"
+    assert "risk $-0.240$ (above 0 at 0 of 3 levels, 0 significant)" in cov.book
+    assert "0, 0, 0 of 15 seed pairs" in cov.book
+    assert "higher at every covariate level" in cov.reason
+    var = _row(ch, "C.4: variance")
+    assert var.status == "agrees"
+    assert "margin higher at 3 of 3 variance levels" in var.book and "15 of 15" in var.book
+    mean = _row(ch, "C.4: mean-shift")
+    assert mean.status == "agrees in shape"
+    assert "$-0.150$ against $-0.240$ (covariate) and $-0.230$ (variance)" in mean.book
+    assert "at 3 of 3 levels $\\ge 2$ (2, 3, 4)" in mean.book
+    c3 = _row(ch, "Fig. C3")
+    assert c3.status == "does not hold" and "minimum 0.0625" in c3.reason
+    sens = _row(ch, "Sensitivity")
+    assert sens.status == "book only" and "only under 1 of 3 variants" in sens.book
+    assert "names the reading that flips it" in cov.reason
+    assert "51%" in sens.reason and "$-0.020$ (k = 5, variance shift)" in sens.reason
+    # the AUC table: one row for level 0, the others per shift; the short seed count named
+    t = ch.tables[0]
+    assert [r[0] for r in t["rows"]] == ["none, 0", "mean, 2", "mean, 4", "variance, 2",
+                                        "variance, 4", "covariate, 2", "covariate, 4"]
+    assert t["rows"][0][1] == "0.900" and t["rows"][0][-1] == "1.5%"
+    assert "4 at mean, 4" in t["caption"]
+    assert "2,000 test problems" in ch.intro[0] and "\\varepsilon \\to 0" in ch.intro[0]
+    # JSON round trip (what report stores)
+    assert ChapterClaims.from_dict(ch.to_dict()).to_dict() == ch.to_dict()
+
+
+def test_ch09_statuses_flip_with_the_data():
+    ch = drift.chapter_claims(_summary09(), _paired(cov=0.1, var=0.05, mean=-0.3,
+                                                    entropy_cov=0.1))
+    assert _row(ch, "C.4: from drift").status == "agrees"
+    assert _row(ch, "C.4: variance").status == "does not hold"
+    assert _row(ch, "C.4: mean-shift").status == "does not hold"
+    assert _row(ch, "Fig. C3").status == "agrees"
+    # negative but not significant: the margin is better on average only
+    ch = drift.chapter_claims(_summary09(), _paired(p=0.2))
+    assert _row(ch, "C.4: variance").status == "agrees in shape"
+    assert _row(ch, "C.4: mean-shift").book.endswith("at 0 of 3 levels $\\ge 2$")
+    # optional parts are left out without their results, and no reason points at them
+    assert not [c for c in ch.claims if c.status == "book only"]
+    assert "sensitivity row" not in _row(ch, "C.4: from drift").reason
+
+
+def test_ch09_book_only_rows():
+    rows = pjm_drift.claim_rows(_pjm_summary())
+    assert [r.status for r in rows] == ["book only", "book only"]
+    assert "trained on 2002-2003, audited yearly 2004-2005, 3 seeds" in rows[0].claim
+    assert rows[0].book.startswith("0.506 (risk), 0.723 (risk, top-10 by $\\lvert\\alpha\\rvert$)")
+    assert "near chance" in rows[0].reason and "99.2%" in rows[0].reason
+    assert "11% (risk)" in rows[1].book and "53% (margin)" in rows[1].book
+    assert "near chance" not in pjm_drift.claim_rows(_pjm_summary(risk_auc=0.7))[0].reason
+    (row,) = classifier.claim_rows(_clf_summary())
+    assert "constant (AUC undefined on 5 of 5 seeds)" in row.book
+    assert "$0.923\\pm0.020$" in row.book and "$0.958\\pm0.025$" in row.book
+    assert "all carry the audited label" in row.reason and "entropy 0 for" in row.reason
+    clf = _clf_summary()
+    clf.loc["risk (contribution)", "max_abs_entropy"] = 1.9e-10
+    (row,) = classifier.claim_rows(clf)
+    assert "the entropy below $10^{-9}$ for every" in row.reason
+    (row,) = classifier.claim_rows(_clf_summary(defined=5))
+    assert "constant" not in row.book and "varies" in row.reason
+    with pytest.raises(InputError):
+        classifier.claim_rows(pd.DataFrame({"auc_mean": [0.5]}))
+
+
+def test_ch09_rejects_a_table_that_is_not_paired():
+    with pytest.raises(InputError):
+        drift.chapter_claims(_summary09(), pd.DataFrame({"shift": ["mean"]}))
+
+
+# ---------------------------------------------------------------------------------------
+# chapter 10
+# ---------------------------------------------------------------------------------------
+
+
+def _summary10(top32=0.439, ci32=0.023, q=None) -> pd.DataFrame:
+    rows = []
+    for method in ("features", "cases"):
+        for H, top, pear in ((32, top32, 0.58), (128, 0.99, 1.0), (512, 1.0, 1.0)):
+            rows.append({"method": method, "H": H, "rank": H // 2,
+                         "top30_mean": top if method == "features" else top - 0.1,
+                         "top30_ci": ci32 if H == 32 else 0.005,
+                         "pearson_mean": pear, "pearson_ci": 0.02, "n": 5})
+    return pd.DataFrame(rows).set_index(["method", "H"])
+
+
+def _ranks() -> pd.DataFrame:
+    d = {32: (23.1, 26.1), 128: (30.7, 38.0), 512: (34.8, 40.6)}
+    return pd.DataFrame([{"H": H, "seed": s, "d_eff": d[H][s]} for H in d for s in (0, 1)])
+
+
+def _benchmarks(query_gain=1.0):
+    rows = []
+    for H in (32, 128, 512, 1024):
+        exact_fit = 0.001 * H
+        rows += [
+            ("H", 20_000, H, "floor (GEMM)", exact_fit / 10, 1e-5 * H / 32),
+            ("H", 20_000, H, "exact", exact_fit, 2e-5 * H / 32),
+            ("H", 20_000, H, "Nystrom features",
+             exact_fit / (2.0 if H >= 1024 else 1.0), 2e-5 * H / 32 / query_gain),
+            ("H", 20_000, H, "Nystrom cases", exact_fit, 2e-5 * H / 32),
+        ]
+    for n in (1_000, 10_000_000):
+        rows += [("n", n, 64, "floor (GEMM)", n * 1e-7, n * 1e-8),
+                 ("n", n, 64, "exact", n * 2e-6, n * 1.4e-8),
+                 ("n", n, 64, "Nystrom features", n * 2e-6, n * 1.4e-8)]
+    sc = pd.DataFrame(rows, columns=["sweep", "n", "H", "method", "fit_s", "query_s"])
+    gemm = "GEMM (1024,64)@(64,14000) into preallocated"
+    lim = pd.DataFrame({
+        "measurement": ["single query: coefficients + top-10 (top_cases)",
+                        "batch of 1024: top-10 cases (top_cases)"],
+        "median_ms": [0.287, 69.9], "floor_ms": [0.235, 36.3],
+        "floor": ["cached-projector GEMV + argpartition", gemm],
+        "ratio": [1.22, 1.92], "target": [1.25, 1.5]})
+    mmd = pd.DataFrame({
+        "measurement": ["memmap float64: fit", "memmap float64: top_cases of 16 queries",
+                        "memmap float32: fit", "memmap float32: top_cases of 16 queries",
+                        "dask (2 local workers): fit",
+                        "dask (2 local workers): top_cases of 16 queries",
+                        "n = 2,000,000 in RAM: top_cases of 1,024 queries"],
+        "seconds": [8.19, 1.48, 8.82, 2.12, 9.19, 2.65, 3.30],
+        "peak_MB": [687, 44, 687, 77, 566, 1119, 36.4],
+        "floor_s": [0.83, 0.94, 0.75, 0.94, np.nan, 0.94, 5.55],
+        "floor": ["streaming pass"] + ["max(streaming pass, GEMM)"] * 5
+        + ["16 x GEMM (64, 64) @ (64, n) into preallocated"],
+        "ratio": [9.8, 1.58, 11.8, 2.26, np.nan, 2.82, 0.59]})
+    meta = {"date": "2026-11-26", "cpu": "AMD EPYC", "cores": "2",
+            "blas": "scipy.libs/openblas 2 thr; numpy.libs/openblas 2 thr"}
+    return {"scaling": (sc, meta), "limits": (lim, meta),
+            "memmap_dask": (mmd, {**meta, "n": "10000000"})}
+
+
+def _accuracy() -> pd.DataFrame:
+    eps = np.finfo(float).eps
+    conds = [1e2, 1e5, 8e5]
+    acc = pd.DataFrame({"cond_phi": conds, "normal_equations": [1e-13, 3.5e-8, 1.0e-5],
+                        "cbdt_in_memory": [1e-15, 1.4e-12, 2.1e-11],
+                        "cbdt_memmap": [1e-15, 1.3e-12, 2.0e-11],
+                        "eps_cond": [eps * c for c in conds],
+                        "eps_cond2": [eps * c * c for c in conds]})
+    acc.attrs.update(n=200, H=10, dps=50)
+    return acc
+
+
+def test_ch10_rows_statuses_and_notes():
+    ch = nystrom.chapter_claims(_summary10(), _ranks(), _benchmarks(), _accuracy(),
+                                n_train=500)
+    assert ch.chapter == "10" and ch.title == "Nyström scaling and exact audits at the limit"
+    r32, r128 = _row(ch, "Top-30 overlap, $H = 32$"), _row(ch, "Top-30 overlap, $H = 128$")
+    assert r32.paper == "$0.440\\pm0.082$" and r32.status == "agrees"
+    assert r32.book == "$0.439\\pm0.023$ (features), $0.339\\pm0.023$ (cases)"
+    assert "23-26, above the $H/2 = 16$" in r32.reason
+    assert r128.status == "differs" and "31-38, below the $H/2 = 64$" in r128.reason
+    pear = _row(ch, "Pearson")
+    assert pear.paper.startswith("$0.698\\pm0.054$") and pear.status == "differs"
+    shape = _row(ch, '"The overlap improves')
+    assert shape.status == "agrees in shape" and shape.book.startswith("yes")
+    q = _row(ch, '"Runtime gains appear')
+    assert q.status == "differs" and "1.00x ($H = 128$)" in q.book
+    assert "Nyström 11.1 vs exact 21.8 ms" in q.paper and "2026-11-26" in q.book
+    fit = _row(ch, "Runtime gains in the fit")
+    assert fit.status == "not comparable" and "from $H = 1{,}024$ on (2.0x)" in fit.book
+    t = _row(ch, "Per-query time, exact")
+    assert t.paper == "$13.7\\pm14.3$ / $21.8\\pm24.1$ / $85.7\\pm79.4$ ms"
+    assert t.book.startswith("0.020 / 0.080 / 0.320 ms") and t.status == "differs"
+    assert "$n = 500$" in ch.intro[0] and "rank $H/2$" in ch.intro[0]
+    notes = "\n".join(ch.notes)
+    assert "31-38 at $H = 128$" in notes and "23-26 at $H = 32$, above the 16" in notes
+    assert "50-digit mpmath reference, $n = 200$, $H = 10$" in notes
+    assert "at most $0.1\\,\\epsilon" in notes
+    assert "$3.5\\times10^{-8}$" in notes and "$1.0\\times10^{-5}$" in notes
+    assert "on 2026-11-26" in notes and "OpenBLAS" in notes
+    assert "0.068 ms per query against the paper's 58.6 ms" in notes
+    assert "target 1.25x, met" in notes and "target 1.50x, not met" in notes
+    assert "peak worker RSS 1.1 GB" in notes and "would be 15 GB" in notes
+    assert ChapterClaims.from_dict(ch.to_dict()).to_dict() == ch.to_dict()
+
+
+def test_ch10_statuses_flip_with_the_data():
+    # the book's interval moves away from the paper's 0.440: "agrees" becomes "differs"
+    ch = nystrom.chapter_claims(_summary10(top32=0.6, ci32=0.02), _ranks(), _benchmarks())
+    assert _row(ch, "Top-30 overlap, $H = 32$").status == "differs"
+    # a Nyström query 1.5x faster at every width from 128 on: the paper's claim holds
+    ch = nystrom.chapter_claims(_summary10(), _ranks(), _benchmarks(query_gain=1.5))
+    q = _row(ch, '"Runtime gains appear')
+    assert q.status == "agrees" and "1.50x ($H = 512$)" in q.book
+    # the overlap falling with H: the direction does not hold
+    s = _summary10()
+    s.loc[("features", 512), "top30_mean"] = 0.2
+    assert _row(nystrom.chapter_claims(s, _ranks(), _benchmarks()),
+                '"The overlap improves').status == "does not hold"
+    # without the accuracy table its note is left out
+    assert "Accuracy" not in "\n".join(
+        nystrom.chapter_claims(_summary10(), _ranks(), _benchmarks()).notes)
+
+
+def test_nystrom_wins_and_verdicts_agree():
+    sc = _benchmarks()["scaling"][0]
+    wins = scaling.nystrom_wins(sc)
+    fit = wins[(wins["sweep"] == "H") & (wins["method"] == "Nystrom features")
+               & (wins["what"] == "fit")].iloc[0]
+    assert fit["tail"] == [1024] and fit["isolated"] == []
+    assert "Nystrom features, fit, growing H: faster than exact from H=1,024 on (2.0x)." in (
+        scaling.scaling_verdicts(sc))
+    with pytest.raises(InputError):
+        scaling.nystrom_wins(sc.drop(columns="fit_s"))
+    with pytest.raises(InputError):
+        scaling.benchmark_notes({"scaling": _benchmarks()["scaling"]})
