@@ -26,7 +26,6 @@ import os
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
-from html import escape
 from pathlib import Path
 from typing import Any
 
@@ -206,12 +205,27 @@ class ChapterClaims:
         lines.append(f"Source: {{doc}}`{link_prefix}{self.doc}`, section *The paper beside "
                      "the book*.")
         lines.append("")
+        return "\n".join(lines) + self.body()
+
+    def body(self) -> str:
+        """Intro, claims table, reasons, extra tables and notes, as MyST Markdown.
+
+        Returns
+        -------
+        str
+        """
+        lines: list[str] = []
         for p in self.intro:
             lines += [p, ""]
-        lines += _md_table(["claim", "paper", "book", "status", "reason"],
-                           [[c.claim, c.paper, c.book, _status_md(c.status), c.reason]
-                            for c in self.claims])
+        lines += _md_table(["", "claim", "paper", "book", "status"],
+                           [[str(i), c.claim, c.paper, c.book, _status_md(c.status)]
+                            for i, c in enumerate(self.claims, 1)])
         lines.append("")
+        reasons = [(i, c.reason) for i, c in enumerate(self.claims, 1) if c.reason.strip()]
+        if reasons:
+            lines += ["Reasons, by row:", ""]
+            lines += [f"- **({i})** {_md_cell(r)}" for i, r in reasons]
+            lines.append("")
         for t in self.tables:
             lines += [t["caption"], ""]
             lines += _md_table(t["columns"], t["rows"])
@@ -228,31 +242,9 @@ class ChapterClaims:
                 f"{_plain(c.book)}" for c in self.claims]
         return "\n".join([head, *rows])
 
-    def _repr_html_(self) -> str:
-        def cell(s: str) -> str:
-            return f"<td>{_html_math(s)}</td>"
-
-        body = "".join(
-            "<tr>" + cell(c.claim) + cell(c.paper) + cell(c.book)
-            + f"<td><b>{escape(c.status)}</b></td>" + cell(c.reason) + "</tr>"
-            for c in self.claims
-        )
-        head = "".join(f"<th>{h}</th>" for h in ("claim", "paper", "book", "status", "reason"))
-        parts = [f"<p>{_html_math(p)}</p>" for p in self.intro]
-        parts.append(
-            f'<table class="cbdt-claims" id="claims-{self.chapter}"><thead><tr>{head}</tr>'
-            f"</thead><tbody>{body}</tbody></table>"
-        )
-        for t in self.tables:
-            th = "".join(f"<th>{_html_math(str(c))}</th>" for c in t["columns"])
-            tb = "".join(
-                "<tr>" + "".join(f"<td>{_html_math(str(v))}</td>" for v in r) + "</tr>"
-                for r in t["rows"]
-            )
-            parts.append(f"<p>{_html_math(t['caption'])}</p><table class=\"cbdt-claims\">"
-                         f"<thead><tr>{th}</tr></thead><tbody>{tb}</tbody></table>")
-        parts += [f"<p>{_html_math(p)}</p>" for p in self.notes]
-        return "\n".join(parts)
+    def _repr_markdown_(self) -> str:
+        """The chapter's table, reasons and notes (Jupyter and the book render the Markdown)."""
+        return self.body()
 
 
 # ---------------------------------------------------------------------------------------
@@ -485,18 +477,6 @@ def _status_md(status: str) -> str:
 
 def _plain(s: str) -> str:
     return re.sub(r"\$([^$]*)\$", r"\1", s)
-
-
-def _html_math(s: str) -> str:
-    """Markdown cell text to HTML: ``$..$`` to MathJax's inline ``\\(..\\)``, ``**x**`` bold."""
-    parts = re.split(r"(\$[^$]+\$)", s)
-    out = []
-    for p in parts:
-        if len(p) > 1 and p.startswith("$") and p.endswith("$"):
-            out.append("\\(" + escape(p[1:-1]) + "\\)")
-        else:
-            out.append(re.sub(r"\*\*([^*]+)\*\*", r"<b>\1</b>", escape(p)))
-    return "".join(out)
 
 
 def _diff(old: dict[str, Any], new: dict[str, Any]) -> str:

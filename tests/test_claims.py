@@ -75,11 +75,12 @@ def test_round_trip_and_rendering():
     md = ch.markdown()
     assert md.startswith("## Synthetic (chapter 5)")
     assert "{doc}`../notebooks/05_synthetic_recovery`" in md
-    assert "| agreement $a$ | 96.0% | 0.871 | agrees | why |" in md
+    assert "| 1 | agreement $a$ | 96.0% | 0.871 | agrees |" in md
+    assert "- **(1)** why" in md
     page = claims.render_page([ch])
     assert "In all, 2 claims from 1 chapters: 1 agrees, 1 agrees in shape." in page
-    html = ch._repr_html_()
-    assert "\\(a\\)" in html and "$" not in html
+    shown = ch._repr_markdown_()  # what the chapter displays: the section without its heading
+    assert md.endswith(shown) and not shown.startswith("#")
     assert repr(ch).splitlines()[0] == "Chapter 05: 2 claims 1 agrees, 1 agrees in shape"
 
 
