@@ -41,6 +41,7 @@ __all__ = [
     "claims_dir",
     "load_claims",
     "render_page",
+    "render_confirmations",
 ]
 
 #: The statuses a claim can have, with their meaning (the page's legend).
@@ -453,6 +454,58 @@ def render_page(chapters: Sequence[ChapterClaims]) -> str:
     lines.append("")
     body = "\n".join(lines) + "\n" + "\n".join(ch.markdown() for ch in chapters)
     return body.rstrip() + "\n"
+
+
+#: How :func:`render_confirmations` groups the statuses: (heading, statuses, lead sentence).
+_CONFIRM_GROUPS: tuple[tuple[str, tuple[str, ...], str], ...] = (
+    ("What the book confirms", ("agrees", "agrees in shape"),
+     "The book's measurement matches the paper's value, or (*in shape*) the direction, ranking "
+     "or pattern the paper reports holds."),
+    ("What the book does not confirm", ("does not hold", "differs", "not comparable"),
+     "The book's experiment contradicts the statement (*does not hold*), measures another value "
+     "(*differs*; the reproducibility page gives the reason for each), or cannot compare because "
+     "the paper's set-up is not given precisely enough (*not comparable*)."),
+    ("What the book adds", ("book only",),
+     "Findings of the book with no counterpart in the paper."),
+)
+
+
+def render_confirmations(chapters: Sequence[ChapterClaims], heading: str = "###",
+                         link_prefix: str = "../") -> str:
+    """A short "what the book confirms / does not" summary of the stored claims (MyST Markdown).
+
+    One bullet per claim, grouped by status (:data:`STATUSES`) into what the book confirms,
+    what it does not, and what it adds, each linked to its chapter. The numbers themselves
+    stay on the reproducibility page (:func:`render_page`), which this summary points to.
+
+    Parameters
+    ----------
+    chapters : sequence of ChapterClaims
+        In page order (:func:`load_claims`).
+    heading : str, default="###"
+        Markdown heading of each group.
+    link_prefix : str, default="../"
+        Path from the page to the repository root (for the ``{doc}`` links).
+
+    Returns
+    -------
+    str
+    """
+    total = sum(len(ch.claims) for ch in chapters)
+    lines = [f"Generated from the {total} claims of {len(chapters)} chapters that "
+             "{ref}`reproducibility` lists with the paper's and the book's values.", ""]
+    for title, statuses, lead in _CONFIRM_GROUPS:
+        items = [(ch, c) for s in statuses for ch in chapters for c in ch.claims
+                 if c.status == s]
+        if not items:
+            continue
+        lines += [f"{heading} {title} ({len(items)})", "", lead, ""]
+        for ch, c in items:
+            tag = "" if len(statuses) == 1 or c.status == "agrees" else f" *({c.status})*"
+            link = f"{{doc}}`ch. {int(ch.chapter):d} <{link_prefix}{ch.doc}>`"
+            lines.append(f"- {_md_cell(c.claim)}{tag} ({link})")
+        lines.append("")
+    return "\n".join(lines).rstrip() + "\n"
 
 
 # ---------------------------------------------------------------------------------------

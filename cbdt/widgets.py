@@ -248,7 +248,10 @@ def show_pjm_audit(run, index):
     print(f"test hour {audit.index} ({audit.time:%Y-%m-%d %H:%M}): network selects "
           f"{ACTIONS[audit.selected]}, CBDT selects {ACTIONS[audit.cbdt_selected]}")
     display(audit.scores_table().round(4))
-    display(audit.cases.round(4))
+    shown = audit.cases.drop(columns="rank").rename(
+        columns={"alpha": "α", "a_star": "a*", "contribution": "ψ = α r"}
+    )
+    display(shown.round(4))  # readable headers, narrow enough for the book's column
     plot_case_audit(audit)
     plt.show()
     return audit

@@ -11,7 +11,13 @@ served by :mod:`http.server` on 127.0.0.1. For every page of ``_toc.yml`` it che
   HTTP error,
 - no request leaves 127.0.0.1 (the book is fully offline).
 
-It also checks that the equation labels ``eq-1`` ... ``eq-22`` carry the paper's numbers.
+It also checks that the equation labels ``eq-1`` ... ``eq-22`` carry the paper's numbers, and
+that every page reads cleanly at 1280 px (issue 10): no doubled brackets around an equation
+number such as ``((9))``, no ``Exercise Exercise``, no raw labels (``eq-10``) in the right-hand
+contents, no raw TeX in the text of the index page (``genindex``), no table wider than the
+article column and no image shown at less than 1/1.5 of its natural width. The last two report
+the per-page maxima; the pages that still break them are listed, with their measured values, in
+``TABLE_WIDTH_ALLOWED`` and ``IMAGE_SCALE_ALLOWED``.
 
 Run: ``make browser`` (builds the book strictly first), or
 ``pytest tests/test_browser.py -m browser``. Set ``CBDT_BOOK_HTML`` to test another build
@@ -50,6 +56,29 @@ CHROMIUM_ARGS = [
     "--disable-sync",
 ]
 N_PAPER_EQUATIONS = 22
+VIEWPORT = {"width": 1280, "height": 900}
+# a picture may be shown at most this many times smaller than its natural width
+MAX_IMAGE_SCALE = 1.5
+# a table may overhang the article column by at most this many CSS pixels (rounding)
+TABLE_SLACK_PX = 1.0
+
+# issue 10: to fix. Pages that still show a table wider than the article column (1280 px
+# viewport), with the widest table measured on 2026-11-26 in CSS px. The test fails on any
+# other page with such a table, when a listed page gets worse, and when a listed page is fixed
+# (then delete its entry).
+TABLE_WIDTH_ALLOWED: dict[str, float] = {
+    "notebooks/07_pjm_audit": 2258,  # agreement table
+    "notebooks/08_uci_audits": 2815,  # sub-memory table
+}
+# issue 10: to fix. Pages that still scale an image down by more than MAX_IMAGE_SCALE
+# (natural width / rendered width), with the largest factor measured on 2026-11-26. Same rules.
+IMAGE_SCALE_ALLOWED: dict[str, float] = {
+    "notebooks/01_cbdt_theory": 2.11,
+    "notebooks/05_synthetic_recovery": 1.87,
+    "notebooks/06_attribution_baselines": 1.62,
+    "notebooks/07_pjm_audit": 2.03,
+    "notebooks/08_uci_audits": 2.43,
+}
 
 if not CHROMIUM.exists():
     pytest.skip(
@@ -108,6 +137,8 @@ def _stored_widget_views(docname: str) -> int:
 
 
 PAGES = _toc_files() if (ROOT / "_toc.yml").exists() else []
+# the generated index lists the glossary terms of book/notation.md
+INDEX_PAGE = "genindex"
 
 
 # ----------------------------------------------------------------------------- fixtures
@@ -170,6 +201,77 @@ async () => {
   return imgs.map(i => ({src: i.currentSrc || i.src, w: i.naturalWidth}));
 }
 """
+
+
+_READING_JS = r"""
+() => {
+  // Text a reader sees in the article, leaving out code, <pre> outputs and typeset math.
+  const root = document.querySelector('article.bd-article') || document.body;
+  const skip = new Set(['PRE', 'CODE', 'SCRIPT', 'STYLE', 'TEXTAREA', 'MJX-CONTAINER', 'KBD']);
+  const walker = document.createTreeWalker(root, NodeFilter.SHOW_TEXT);
+  const parts = [];
+  while (walker.nextNode()) {
+    const node = walker.currentNode;
+    let el = node.parentElement, inside = false;
+    while (el && el !== root) { if (skip.has(el.tagName)) { inside = true; break; } el = el.parentElement; }
+    if (!inside) parts.push(node.textContent);
+  }
+  const toc = Array.from(document.querySelectorAll('nav.page-toc'));
+  const column = root.getBoundingClientRect().width;
+  const style = getComputedStyle(root);
+  const content = column - parseFloat(style.paddingLeft) - parseFloat(style.paddingRight);
+  const tables = Array.from(root.querySelectorAll('table'))
+    .map(t => ({w: t.getBoundingClientRect().width,
+                head: (t.tHead || t).textContent.trim().replace(/\s+/g, ' ').slice(0, 60)}))
+    .filter(t => t.w > 0);
+  const images = Array.from(root.querySelectorAll('img'))
+    .map(i => ({src: i.currentSrc || i.src, natural: i.naturalWidth,
+                shown: i.getBoundingClientRect().width}))
+    .filter(i => i.natural > 0 && i.shown > 0);
+  return {
+    text: parts.join(''),
+    toc: toc.map(n => n.textContent).join(' | '),
+    tocCode: toc.flatMap(n => Array.from(n.querySelectorAll('code.xref'))).map(c => c.textContent),
+    column: content,
+    tables: tables,
+    images: images,
+  };
+}
+"""
+
+# an equation number in doubled brackets, "((9))" or "((6)-(8), ...": the {eq} role already
+# writes the brackets
+_DOUBLED_BRACKETS = re.compile(r"\(\(\d+\)")
+_EXERCISE_TWICE = re.compile(r"\bexercise\s+exercise\b", re.IGNORECASE)
+_RAW_LABEL = re.compile(r"\beq-\d+\b")
+_TEX_COMMAND = re.compile(r"\\[A-Za-z]+")
+
+
+def _excerpts(pattern: re.Pattern[str], text: str, width: int = 40) -> list[str]:
+    """The matches of ``pattern`` in ``text``, each with ``width`` characters either side."""
+    return [
+        " ".join(text[max(0, m.start() - width) : m.end() + width].split())
+        for m in pattern.finditer(text)
+    ]
+
+
+def _read_page(browser, base_url: str, docname: str) -> dict:
+    """Load a page at 1280 px, wait for MathJax and the images, return what _READING_JS sees."""
+    context = browser.new_context(viewport=VIEWPORT)
+    page = context.new_page()
+    try:
+        page.goto(base_url + f"{docname}.html", wait_until="load")
+        page.wait_for_load_state("networkidle")
+        if 'class="math' in (HTML / f"{docname}.html").read_text(encoding="utf-8"):
+            page.wait_for_function(
+                "() => window.MathJax && MathJax.startup && MathJax.startup.promise",
+                timeout=20_000,
+            )
+            page.evaluate("() => MathJax.startup.promise.then(() => true)")
+        page.evaluate(_IMAGES_JS)  # waits until every image has loaded or failed
+        return page.evaluate(_READING_JS)
+    finally:
+        context.close()
 
 
 def _is_local(url: str) -> bool:
@@ -299,3 +401,104 @@ def test_equation_labels_carry_the_papers_numbers() -> None:
         where = found.get(f"eq-{n}", [])
         assert len(where) == 1, f"eq-{n} is defined {len(where)} times: {where}"
         assert where[0][1] == str(n), f"eq-{n} is numbered ({where[0][1]}) on {where[0][0]}"
+
+
+# ----------------------------------------------------------------------------- reading (issue 10)
+
+
+@pytest.fixture(scope="module")
+def reading(browser, base_url: str):
+    """``reading(docname)``: what a reader sees on the page, loaded once per module."""
+    cache: dict[str, dict] = {}
+
+    def get(docname: str) -> dict:
+        if docname not in cache:
+            if not (HTML / f"{docname}.html").exists():
+                pytest.fail(f"{HTML / docname}.html was not built")
+            cache[docname] = _read_page(browser, base_url, docname)
+        return cache[docname]
+
+    return get
+
+
+@pytest.mark.parametrize("docname", PAGES)
+def test_page_reads_cleanly(reading, docname: str) -> None:
+    """No doubled brackets, no 'Exercise Exercise', no raw labels in the right-hand contents."""
+    seen = reading(docname)
+    doubled = _excerpts(_DOUBLED_BRACKETS, seen["text"])
+    assert not doubled, f"{docname}: equation numbers in doubled brackets: {doubled}"
+    twice = _excerpts(_EXERCISE_TWICE, seen["text"])
+    assert not twice, f"{docname}: 'Exercise' written twice: {twice}"
+    raw = _excerpts(_RAW_LABEL, seen["toc"], width=30) + seen["tocCode"]
+    assert not raw, f"{docname}: raw labels in the page contents: {raw}"
+
+
+def test_index_page_has_no_raw_tex(reading) -> None:
+    """The generated index lists glossary terms as text: no TeX command may show there."""
+    seen = reading(INDEX_PAGE)
+    assert seen["text"].strip(), f"{INDEX_PAGE}: the index page is empty"
+    tex = _excerpts(_TEX_COMMAND, seen["text"], width=20)
+    assert not tex, f"{INDEX_PAGE}: raw TeX in the index page text: {tex[:10]}"
+
+
+def _check_against_allowed(
+    docname: str, value: float, limit: float, allowed: dict[str, float], what: str, offenders: str
+) -> None:
+    if docname in allowed:
+        assert value <= 1.01 * allowed[docname], (
+            f"{docname}: {what} {value:.2f} is worse than the {allowed[docname]:.2f} recorded in "
+            f"the allow-list; offenders: {offenders}"
+        )
+        assert value > limit, (
+            f"{docname}: {what} is {value:.2f}, within the limit {limit:.2f}: the page is fixed, "
+            "delete its entry from the allow-list"
+        )
+    else:
+        assert value <= limit, f"{docname}: {what} {value:.2f} exceeds {limit:.2f}: {offenders}"
+
+
+@pytest.mark.parametrize("docname", PAGES)
+def test_tables_fit_the_column(reading, docname: str) -> None:
+    """No visible table is wider than the article column (a toggled-away table is not visible)."""
+    seen = reading(docname)
+    column = seen["column"]
+    assert column > 0, f"{docname}: no article column found"
+    widths = sorted(seen["tables"], key=lambda t: -t["w"])
+    widest = widths[0]["w"] if widths else 0.0
+    offenders = [f"{t['w']:.0f} px table starting {t['head']!r}" for t in widths if t["w"] > column]
+    print(f"{docname}: column {column:.0f} px, widest table {widest:.0f} px")
+    _check_against_allowed(
+        docname,
+        widest,
+        column + TABLE_SLACK_PX,
+        TABLE_WIDTH_ALLOWED,
+        f"widest table (px, column {column:.0f} px)",
+        "; ".join(offenders),
+    )
+
+
+@pytest.mark.parametrize("docname", PAGES)
+def test_images_are_not_scaled_down(reading, docname: str) -> None:
+    """No picture is shown at less than 1/MAX_IMAGE_SCALE of its natural width."""
+    seen = reading(docname)
+    scales = sorted(
+        (
+            (
+                i["natural"] / i["shown"],
+                "inline image" if i["src"].startswith("data:") else i["src"].rsplit("/", 1)[-1],
+            )
+            for i in seen["images"]
+        ),
+        reverse=True,
+    )
+    worst = scales[0][0] if scales else 1.0
+    offenders = [f"{name} x{f:.2f}" for f, name in scales if f > MAX_IMAGE_SCALE]
+    print(f"{docname}: largest image scale factor {worst:.2f}")
+    _check_against_allowed(
+        docname,
+        worst,
+        MAX_IMAGE_SCALE,
+        IMAGE_SCALE_ALLOWED,
+        "largest image scale factor",
+        ", ".join(offenders),
+    )
