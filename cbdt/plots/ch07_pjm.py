@@ -1,0 +1,325 @@
+"""Chapter 07: the PJM bidding audit.
+
+One function per figure; each takes computed data and returns the ``Figure``.
+"""
+
+from __future__ import annotations
+
+import matplotlib.pyplot as plt  # noqa: F401
+
+_PJM_NAMES = ("conservative", "moderate", "aggressive")
+
+
+def plot_pjm_problem(problem):
+    """The bidding problem (ch. 07): load and split, the market model, the strategies' returns.
+
+    Parameters
+    ----------
+    problem : cbdt.datasets.pjm_bidding.BiddingProblem
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        (a) PJME load of the decision hours with the chronological split; (b) synthetic price
+        against load, the expected price :math:`P_0 e^{\\gamma z}` and the offer prices
+        :math:`b_0, b_1, b_2`; (c) the return of each strategy as a function of the price.
+    """
+    import numpy as np
+
+    h = problem.hours
+    m = problem.market
+    fig, axes = plt.subplots(1, 3, figsize=(13.5, 3.6))
+    ax = axes[0]
+    daily = h["load_mw"].resample("D").agg(["mean", "min", "max"]) / 1e3
+    ax.fill_between(daily.index, daily["min"], daily["max"], color="0.75", lw=0,
+                    label="daily min-max")
+    ax.plot(daily.index, daily["mean"], lw=0.8, color="k", label="daily mean")
+    split = problem.times_test[0]
+    ax.axvspan(split, h.index[-1], color="C1", alpha=0.12, label="test hours")
+    ax.set_ylabel("PJME load (GW)")
+    ax.set_title("(a) real load, chronological split")
+    ax.legend(fontsize=7, loc="upper left")
+    ax.tick_params(axis="x", labelrotation=30, labelsize=7)
+
+    ax = axes[1]
+    rng = np.random.default_rng(0)
+    sub = rng.choice(len(h), size=min(4000, len(h)), replace=False)
+    ax.scatter(h["load_mw"].to_numpy()[sub] / 1e3, h["price"].to_numpy()[sub], s=2,
+               color="0.5", alpha=0.4, rasterized=True, label="hours (sample)")
+    grid = np.linspace(h["load_mw"].min(), h["load_mw"].max(), 200)
+    z = (grid - problem.load_mean) / problem.load_sd
+    ax.plot(grid / 1e3, m.base_price * np.exp(m.load_slope * z), color="k",
+            label="$E[p \\mid L] = P_0 e^{\\gamma z}$")
+    for k, b in enumerate(problem.offer_prices):
+        ax.axhline(b, color=f"C{k}", lw=1, ls="--", label=f"$b_{k}$ = {b:.1f} ({_PJM_NAMES[k]})")
+    ax.set_yscale("log")
+    ax.set_xlabel("load $L_t$ (GW)")
+    ax.set_ylabel("price $p_t$ (\\$/MWh, log scale)")
+    ax.set_title("(b) synthetic market, convex in load")
+    ax.legend(fontsize=7, loc="upper left")
+
+    ax = axes[2]
+    from ..datasets.pjm_bidding import strategy_returns
+
+    ps = np.linspace(0, float(np.quantile(h["price"], 0.99)), 400)
+    r = strategy_returns(ps, problem.cost, problem.offer_prices, m)
+    for k in range(3):
+        ax.plot(ps, r[:, k], color=f"C{k}", label=_PJM_NAMES[k])
+    for b in problem.offer_prices[1:]:
+        ax.axvline(b, color="0.5", lw=0.8, ls=":")
+    ax.axhline(0, color="k", lw=0.6)
+    ax.set_xlabel("price $p_t$ (\\$/MWh)")
+    ax.set_ylabel("return $r_t(a)$ (\\$10k)")
+    ax.set_title("(c) strategies: break-evens at $b_1, b_2$")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    return fig
+
+
+def plot_pjm_agreement(profile, transition_loads=None):
+    """Fig. 3a: where network and CBDT disagree, against the CBDT margin and the load.
+
+    Parameters
+    ----------
+    profile : pandas.DataFrame
+        :func:`cbdt.experiments.pjm.disagreement_profile` of one run.
+    transition_loads : array-like, optional
+        Loads (MW) where the expected price crosses :math:`b_1, b_2`
+        (:func:`cbdt.experiments.pjm.transition_loads`), drawn as vertical lines.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+    """
+    import numpy as np
+
+    agree = profile["agree"].to_numpy()
+    load = profile["prev_load_mw"].to_numpy() / 1e3
+    margin = profile["cbdt_margin"].to_numpy()
+    floor = max(float(margin[margin > 0].min()), 1e-6) if (margin > 0).any() else 1e-6
+    margin = np.maximum(margin, floor)
+    fig, axes = plt.subplots(1, 2, figsize=(11.5, 3.9), gridspec_kw={"width_ratios": [1.6, 1]})
+    ax = axes[0]
+    ax.scatter(load[agree], margin[agree], s=3, color="0.65", alpha=0.5, rasterized=True,
+               label=f"agree ({agree.sum()})")
+    ax.scatter(load[~agree], margin[~agree], s=9, color="C3",
+               label=f"disagree ({(~agree).sum()})")
+    if transition_loads is not None:
+        for k, L in enumerate(np.atleast_1d(transition_loads)):
+            ax.axvline(L / 1e3, color="k", ls="--", lw=0.9,
+                       label="expected price = $b_1$, $b_2$" if k == 0 else None)
+    ax.set_yscale("log")
+    ax.set_xlabel("latest observed load $L_{t-1}$ (GW)")
+    ax.set_ylabel("CBDT margin (\\$10k, log scale)")
+    ax.set_title("(a) disagreements vs load and decision margin")
+    ax.legend(fontsize=7, loc="lower right")
+    ax = axes[1]
+    bins = np.logspace(np.log10(margin.min()), np.log10(margin.max()), 40)
+    for sel, color, label in ((agree, "0.6", "agree"), (~agree, "C3", "disagree")):
+        if sel.any():
+            ax.hist(margin[sel], bins=bins, color=color, alpha=0.7,
+                    weights=np.full(sel.sum(), 1.0 / sel.sum()), label=label)
+    ax.set_xscale("log")
+    ax.set_xlabel("CBDT margin (\\$10k, log scale)")
+    ax.set_ylabel("share of the group's hours")
+    ax.set_title("(b) margin distribution")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def plot_pjm_support_alignment(probe_scores, cbdt_average, rho=None, max_points=2000):
+    """Fig. 3b: case-weighted support :math:`\\sum_i\\alpha_i r_i(a)` against CBDT support.
+
+    Parameters
+    ----------
+    probe_scores, cbdt_average : ndarray of shape (m, 3)
+        Probe scores (= case-weighted support) and normalised CBDT support of the test hours.
+    rho : array-like of shape (3,), optional
+        :math:`\\rho_{support}` per action, shown in the titles.
+    max_points : int, default 2000
+        Points drawn per panel (an evenly spaced subset).
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+    """
+    import numpy as np
+
+    P = np.asarray(probe_scores)
+    U = np.asarray(cbdt_average)
+    idx = np.linspace(0, P.shape[0] - 1, min(max_points, P.shape[0])).astype(int)
+    fig, axes = plt.subplots(1, 3, figsize=(12, 3.7))
+    for a, ax in enumerate(axes):
+        ax.scatter(U[idx, a], P[idx, a], s=3, color=f"C{a}", alpha=0.5, rasterized=True)
+        lo = min(U[:, a].min(), P[:, a].min())
+        hi = max(U[:, a].max(), P[:, a].max())
+        ax.plot([lo, hi], [lo, hi], color="k", lw=0.8, ls="--", label="y = x")
+        title = _PJM_NAMES[a]
+        if rho is not None:
+            title += f": $\\rho_{{support}}$ = {float(rho[a]):.4f}"
+        ax.set_title(title, fontsize=10)
+        ax.set_xlabel("CBDT avg. support $\\bar U(a \\mid M, x)$")
+        if a == 0:
+            ax.set_ylabel("$\\sum_i \\alpha_i(x) r_i(a)$ (probe)")
+        ax.legend(fontsize=7, loc="upper left")
+    fig.tight_layout()
+    return fig
+
+
+def plot_signed_geometry(cases):
+    """Fig. 5a-b: distances and coefficients of the top-5 positive vs negative cases.
+
+    Parameters
+    ----------
+    cases : pandas.DataFrame
+        ``SignedGeometry.cases`` (one or several seeds stacked).
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+    """
+    import numpy as np
+
+    pos = cases[cases["group"] == "positive"]
+    neg = cases[cases["group"] == "negative"]
+    fig, axes = plt.subplots(1, 2, figsize=(10.5, 3.6))
+    ax = axes[0]
+    d = cases["distance"].to_numpy()
+    bins = np.linspace(0, float(d.max()) * 1.02, 40)
+    ax.hist(pos["distance"], bins=bins, color="C2", alpha=0.7,
+            label=f"top-5 positive $\\alpha$ (mean {pos['distance'].mean():.3g})")
+    ax.hist(neg["distance"], bins=bins, color="C3", alpha=0.7,
+            label=f"top-5 negative $\\alpha$ (mean {neg['distance'].mean():.3g})")
+    ax.set_xlabel("standardised representation distance $d(x, x_i)$")
+    ax.set_ylabel("cases")
+    ax.set_title("(a) distance distribution")
+    ax.legend(fontsize=8)
+    ax = axes[1]
+    a = cases["alpha"].to_numpy()
+    bins = np.linspace(float(a.min()), float(a.max()), 40)
+    ax.hist(pos["alpha"], bins=bins, color="C2", alpha=0.7, label="top-5 positive")
+    ax.hist(neg["alpha"], bins=bins, color="C3", alpha=0.7, label="top-5 negative")
+    ax.axvline(0, color="k", lw=0.8)
+    ax.set_xlabel("coefficient $\\alpha_i(x)$")
+    ax.set_ylabel("cases")
+    ax.set_title("(b) coefficient distribution")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def plot_alpha_distance(alpha, distance, cases=None):
+    """Fig. C1: coefficient against standardised distance, all cases of the audited queries.
+
+    Parameters
+    ----------
+    alpha, distance : ndarray of shape (q, n)
+        ``SignedGeometry.alpha`` and ``SignedGeometry.distance``.
+    cases : pandas.DataFrame, optional
+        ``SignedGeometry.cases``: the top-5 positive/negative cases are overlaid.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+    """
+    import numpy as np
+    from matplotlib.colors import LogNorm
+
+    fig, ax = plt.subplots(figsize=(7.5, 4.2))
+    hb = ax.hexbin(np.ravel(distance), np.ravel(alpha), gridsize=70, norm=LogNorm(),
+                   cmap="Greys", mincnt=1, linewidths=0)
+    fig.colorbar(hb, ax=ax, label="(query, case) pairs")
+    if cases is not None:
+        pos = cases[cases["group"] == "positive"]
+        neg = cases[cases["group"] == "negative"]
+        ax.scatter(pos["distance"], pos["alpha"], s=10, color="C2", label="top-5 positive")
+        ax.scatter(neg["distance"], neg["alpha"], s=10, color="C3", label="top-5 negative")
+        ax.legend(fontsize=8)
+    ax.axhline(0, color="k", lw=0.6)
+    ax.set_xlabel("standardised representation distance $d(x, x_i)$")
+    ax.set_ylabel("$\\alpha_i(x)$")
+    ax.set_title(f"Coefficient vs distance ({alpha.shape[0]} queries x {alpha.shape[1]} cases)")
+    fig.tight_layout()
+    return fig
+
+
+def plot_case_audit(audit, max_background=3000):
+    """Fig. 5: one test hour's ranked cases in a 2-D PCA projection of :math:`\\varphi`.
+
+    Parameters
+    ----------
+    audit : cbdt.experiments.pjm.QueryAudit
+    max_background : int, default 3000
+        Training cases drawn as background (evenly spaced subset).
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        (a) projection: training cases (grey), the query (star), the top positive (circles)
+        and negative (triangles) coefficient cases, filled when their case-optimal action
+        equals the selected action; (b) the same, zoomed on the query; (c) network score,
+        probe score and normalised CBDT support of each action.
+    """
+    import numpy as np
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
+
+    xy = audit.xy_train
+    idx = np.linspace(0, xy.shape[0] - 1, min(max_background, xy.shape[0])).astype(int)
+    cases = audit.cases
+    fig, axes = plt.subplots(1, 3, figsize=(14, 4.2), gridspec_kw={"width_ratios": [1, 1, 0.9]})
+
+    def draw(ax):
+        ax.scatter(xy[idx, 0], xy[idx, 1], s=2, color="0.8", rasterized=True)
+        for g, marker, color in (("positive", "o", "C2"), ("negative", "^", "C3")):
+            sel = (cases["group"] == g).to_numpy()
+            for (x, y), match in zip(audit.xy_cases[sel], cases["match"].to_numpy()[sel],
+                                     strict=True):
+                ax.scatter(x, y, s=60, marker=marker, edgecolor=color, linewidth=1.5,
+                           facecolor=color if match else "white", zorder=3)
+        ax.scatter(*audit.xy_query, s=220, marker="*", color="k", zorder=4)
+        ax.set_xlabel(f"PC 1 ({100 * audit.explained[0]:.0f} %)")
+        ax.set_ylabel(f"PC 2 ({100 * audit.explained[1]:.0f} %)")
+
+    draw(axes[0])
+    axes[0].set_title(f"(a) test hour {audit.time:%Y-%m-%d %H:%M}: representation (PCA)",
+                      fontsize=10)
+    draw(axes[1])
+    pos = audit.xy_cases[(cases["group"] == "positive").to_numpy()]
+    pts = np.vstack([pos, audit.xy_query[None, :]])
+    span = float(np.ptp(xy[idx], axis=0).max())
+    half = max(float(np.abs(pts - audit.xy_query).max()) * 1.3, 0.02 * span)
+    axes[1].set_xlim(audit.xy_query[0] - half, audit.xy_query[0] + half)
+    axes[1].set_ylim(audit.xy_query[1] - half, audit.xy_query[1] + half)
+    axes[1].set_title("(b) zoom on the query", fontsize=10)
+    handles = [
+        Line2D([], [], marker="*", color="k", ls="", markersize=12, label="query"),
+        Line2D([], [], marker="o", color="C2", ls="", label="top positive $\\alpha$"),
+        Line2D([], [], marker="^", color="C3", ls="", label="top negative $\\alpha$"),
+        Line2D([], [], marker="o", markerfacecolor="white", markeredgecolor="0.3", ls="",
+               label="open: $a_i^*$ differs from selected"),
+    ]
+    axes[0].legend(handles=handles, fontsize=7, loc="lower left")
+
+    ax = axes[2]
+    width = 0.27
+    x = np.arange(3)
+    bars = []
+    for k, (vals, label, hatch) in enumerate(
+        ((audit.network_scores, "network $Q_{nn}$", ""),
+         (audit.probe_scores, "probe $\\sum_i\\alpha_i r_i(a)$", "//"),
+         (audit.cbdt_average, "CBDT $\\bar U$", ".."))
+    ):
+        ax.bar(x + (k - 1) * width, vals, width, color=[f"C{a}" for a in range(3)],
+               hatch=hatch, edgecolor="k", linewidth=0.5)
+        bars.append(Patch(facecolor="white", edgecolor="k", hatch=hatch, label=label))
+    ax.axhline(0, color="k", lw=0.6)
+    ax.set_xticks(x, [n + (" *" if a == audit.selected else "") for a, n in enumerate(_PJM_NAMES)])
+    ax.set_ylabel("score / support (\\$10k)")
+    ax.set_title("(c) scores (* = network's choice)", fontsize=10)
+    ax.legend(handles=bars, fontsize=7)
+    fig.tight_layout()
+    return fig
+
+
