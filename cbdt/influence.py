@@ -919,6 +919,34 @@ class CaseInfluence(ParamsMixin):
         TopCases
             ``(indices, contributions)``, each of shape (m, k), or (k,) for a 1-D query, and
             ``case_ids`` (the same cases by the labels given to ``fit``).
+
+        Notes
+        -----
+        A batch of queries (more than one cache-sized block of contributions) is answered by
+        one fused scan over the case memory, for ``batch_size`` queries at a time:
+
+        * Threads: the queries are split into as many contiguous groups as numpy's BLAS has
+          threads (:mod:`cbdt._threads`); each group is scanned by its own Python thread with
+          every BLAS pinned to one thread, so the GEMMs *and* the elementwise screening run on
+          all cores (with fewer than 64 queries per thread, each thread takes a share of the
+          cases instead and the per-thread lists are merged by key, then case index). The
+          output does not depend on the thread count or on scheduling.
+        * Blocks: for a block of up to 256 queries and a sub-chunk of cases (about half a
+          million contributions, e.g. 256 x 2,048), the contributions are formed by a float32
+          GEMM (against case rows already scaled by the returns of the queries' action, when
+          the block is large), keyed (``|psi|``, ``psi`` or ``-psi``) and reduced to maxima
+          of groups of 8 cases. Only groups whose maximum exceeds the
+          query's running threshold (its k-th largest float64 key so far, less a rigorous
+          bound on the float32 error) are read again, and only their entries above it are
+          recomputed in float64. On a query's first sub-chunk the threshold is the k-th
+          largest group maximum (a lower bound on the k-th largest key).
+        * Exactness: every case that can rank in the float64 top k survives the screen, the
+          running k-th key is updated exactly after each sub-chunk, and the final order is
+          a sort of the surviving float64 keys (ties to the lower case index). The indices
+          and float64 contributions (each recomputed as one float64 dot product) are
+          therefore those of a stable sort of the float64 contributions, at about the cost
+          of a float32 GEMM. Blocks too large or too small
+          for float32 fall back to float64 throughout.
         """
         if order not in ("abs", "positive", "negative"):
             raise InputError(f"order must be 'abs', 'positive' or 'negative', got {order!r}.")
@@ -1165,6 +1193,7 @@ class CaseInfluence(ParamsMixin):
 
 # ---------------------------------------------------------------------- module helpers
 _GROUP = 8  # columns per group maximum in the top-k scan
+_COMPACT = 8  # candidates per query and k a block of the top-k scan keeps before compacting
 _QBLOCK = 256  # queries per block of the top-k scan
 _SCREEN_F32 = True  # screen blocks in float32 before the exact float64 comparison
 _TSQR_ROWS = 2048  # rows folded into the triangular factor at once (cache-sized QR)
@@ -1325,7 +1354,9 @@ def _scan_top_k(
                         jobs = [(sc, s0 + a, X[a:b]) for sc, a, b in zip(
                             scans, c[:-1], c[1:], strict=True) if b > a]
                     list(pool.map(lambda job: job[0].feed(job[1], job[2]), jobs))
-    parts = [sc.result() for sc in scans]
+                parts = list(pool.map(lambda sc: sc.result(), scans))  # final sorts, threaded
+    if threads == 1:
+        parts = [scans[0].result()]
     if threads == 1 or by_queries:
         return tuple(np.concatenate(z) for z in zip(*parts, strict=True))  # type: ignore[return-value]
     keys, idx, vals = (np.concatenate(z, axis=1) for z in zip(*parts, strict=True))
@@ -1342,9 +1373,10 @@ class _TopKScan:
     block is scaled instead). Each (query block, case sub-chunk) block of about ``entries``
     values stays in cache: it is keyed (|.|, +, -), reduced to the maxima of groups of
     ``_GROUP`` columns, and only groups whose maximum exceeds the query's running threshold
-    (its current k-th key) are examined. Candidates are merged into the running top-k lists
-    (:func:`cbdt._ranking.merge_top_k`) in batches; keys come out in descending order, ties
-    to the lower case index.
+    (its current k-th key) are examined. After each block the exact top-k *keys* of every
+    query are updated (:meth:`_add`: one small row sort), so the threshold is fresh for the
+    next sub-chunk; the candidates themselves are kept in lists and ranked once, in
+    :meth:`result` (keys in descending order, ties to the lower case index).
     """
 
     def __init__(
@@ -1378,7 +1410,7 @@ class _TopKScan:
             lo = np.concatenate(([0], cut))
             hi = np.concatenate((cut, [q1 - q0]))
             segs = [(int(a[i]), int(i), int(j)) for i, j in zip(lo, hi, strict=True)]
-            self.blocks.append([q0, q1, segs, True, []])  # ..., still filling, pending
+            self.blocks.append([q0, q1, segs, True, [], 0])  # ..., filling, candidates, count
         # scale X (c h per action) rather than the block (qb c) when there are many queries
         self.fold = Rt is not None and qb >= h // 2
         present = np.unique(acts) if self.fold else np.empty(0, dtype=np.intp)
@@ -1397,25 +1429,64 @@ class _TopKScan:
             self.ynorm = np.sqrt(np.einsum("mh,mh->m", self.Yt, self.Yt))
             self.bias32 = None if bias is None else bias.astype(f4)
             self.bufB32 = np.empty(qb * self.c, dtype=f4)
-            self.bufK32 = np.empty(qb * self.c, dtype=f4) if key != "positive" else self.bufB32
             self.bufX32 = np.empty((self.c, h), dtype=f4)
             self.bufX32a = {int(a): np.empty((self.c, h), dtype=f4) for a in present}
 
     def result(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The top-k lists: each block's candidates at or above their row's k-th key, ordered
+        by key (descending), ties to the lower case index."""
+        k = self.k
         for blk in self.blocks:
-            self._flush(blk)
+            q0, q1 = blk[0], blk[1]
+            if not blk[4]:
+                continue
+            rows, cols, keys, vals = self._compact(blk)
+            o = np.lexsort((cols, -keys, rows))
+            rows, cols, keys, vals = rows[o], cols[o], keys[o], vals[o]
+            cnt = np.bincount(rows, minlength=q1 - q0)
+            rank = np.arange(rows.size) - (np.cumsum(cnt) - cnt)[rows]
+            sel = rank < k
+            r, j = rows[sel] + q0, rank[sel]
+            self.best_k[r, j], self.best_i[r, j], self.best_s[r, j] = keys[sel], cols[sel], vals[sel]
         return self.best_k, self.best_i, self.best_s
 
-    def _flush(self, blk: list) -> None:
-        q0, q1, _, _, pend = blk
-        if pend:
-            rows, cols, keys, vals = (np.concatenate(z) for z in zip(*pend, strict=True))
-            merge_top_k(
-                self.best_k[q0:q1], self.best_i[q0:q1], rows, cols, keys,
-                self.best_s[q0:q1], vals,
-            )
-            self.tau[q0:q1] = self.best_k[q0:q1, -1]
-            pend.clear()
+    def _compact(self, blk: list) -> tuple[np.ndarray, ...]:
+        """The block's candidates reduced to those at or above their row's k-th key."""
+        rows, cols, keys, vals = (np.concatenate(z) for z in zip(*blk[4], strict=True))
+        ok = keys >= self.tau[blk[0] + rows]
+        if not ok.all():
+            rows, cols, keys, vals = rows[ok], cols[ok], keys[ok], vals[ok]
+        blk[4], blk[5] = [(rows, cols, keys, vals)], rows.size
+        return rows, cols, keys, vals
+
+    def _add(
+        self, blk: list, rows: np.ndarray, cols: np.ndarray, keys: np.ndarray, vals: np.ndarray
+    ) -> None:
+        """Record candidates of a block and raise its rows' thresholds at once.
+
+        ``rows`` (ascending, local to the block), ``cols`` (case indices, all after those
+        seen before), float64 ``keys`` above the rows' thresholds, signed ``vals``. The
+        running top-k *keys* are kept exactly, so the threshold ``tau`` (the k-th key so
+        far) is fresh for the next sub-chunk; which cases hold them is decided once, at the
+        end, among the candidates kept (an entry at or below ``tau`` when seen has k earlier,
+        so lower-indexed, cases at or above its key and cannot enter the top k).
+        """
+        if rows.size == 0:
+            return
+        q0, q1 = blk[0], blk[1]
+        nq, k = q1 - q0, self.k
+        blk[4].append((rows, cols, keys, vals))
+        blk[5] += rows.size
+        cnt = np.bincount(rows, minlength=nq)
+        width = k + int(cnt.max())
+        V = np.full((nq, width), -np.inf)
+        V[:, :k] = self.best_k[q0:q1]
+        V[rows, k + np.arange(rows.size) - (np.cumsum(cnt) - cnt)[rows]] = keys
+        V.sort(axis=1)
+        self.best_k[q0:q1] = V[:, : -k - 1 : -1]
+        self.tau[q0:q1] = V[:, -k]
+        if blk[5] > _COMPACT * nq * k:  # bound the memory of adversarial orders
+            self._compact(blk)
 
     def feed(self, s0: int, X: np.ndarray) -> None:
         """Rank the cases ``s0 .. s0 + len(X)`` (rows of ``X``) for every query."""
@@ -1464,7 +1535,7 @@ class _TopKScan:
         for a, buf in self.bufX32a.items():
             np.multiply(X32, R32[a, :, None], out=buf[:w])
         for blk in self.blocks:
-            q0, q1, segs, filling, pend = blk
+            q0, q1, segs, filling = blk[:4]
             nq = q1 - q0
             B = self.bufB32[: nq * w].reshape(nq, w)
             for a, lo, hi in segs if self.fold else ((None, 0, nq),):
@@ -1480,9 +1551,9 @@ class _TopKScan:
                     elif bias is not None:
                         B[lo:hi] += self.bias32[q0 + lo : q0 + hi, None] * r
             if self.key == "abs":
-                K = np.abs(B, out=self.bufK32[: nq * w].reshape(nq, w))
+                K = np.abs(B, out=B)  # in place: only the keys are read again
             elif self.key == "negative":
-                K = np.negative(B, out=self.bufK32[: nq * w].reshape(nq, w))
+                K = np.negative(B, out=B)
             else:
                 K = B
             M = self.ynorm[q0:q1] * xmax
@@ -1491,7 +1562,17 @@ class _TopKScan:
             if rmax is not None:
                 M = M * rmax[self.acts[q0:q1]]
             M = coef * M + 1e-30
-            if filling:  # first sub-chunk: every entry that can reach its k-th largest
+            if filling and w >= g * k:  # first sub-chunk: a bound from the group maxima
+                # k groups have a maximum >= th: the k-th largest float32 key is >= th, so the
+                # k-th largest float64 key is >= th - M, and every entry that reaches it has
+                # a float32 key >= th - 2 M (coef |th| covers the rounding of thr)
+                ng = w // g
+                gm = K[:, : ng * g].reshape(nq, g, ng).max(axis=1)
+                th = np.partition(gm, ng - k, axis=1)[:, ng - k].astype(np.float64)
+                thr = (th - 2 * M - coef * np.abs(th)).astype(np.float32)
+                rows, cols = _above(K, thr, g, gm)
+                blk[3] = False
+            elif filling:  # first sub-chunk: every entry that can reach its k-th largest
                 if w >= k:
                     th = np.partition(K, w - k, axis=1)[:, w - k].astype(np.float64)
                     thr = (th - 2 * M - coef * np.abs(th)).astype(np.float32)
@@ -1510,9 +1591,7 @@ class _TopKScan:
             keep = key64 > self.tau[q0 + rows]
             if not keep.all():
                 rows, cols, key64, val64 = rows[keep], cols[keep], key64[keep], val64[keep]
-            pend.append((rows, cols + gpos, key64, val64))
-            if filling or sum(p[0].size for p in pend) > 4 * nq * k:
-                self._flush(blk)
+            self._add(blk, rows, cols + gpos, key64, val64)
 
     def _feed64(self, s0: int, X: np.ndarray) -> None:
         """Rank the cases ``s0 .. s0 + len(X)`` in float64 throughout."""
@@ -1524,7 +1603,7 @@ class _TopKScan:
             for a, buf in self.bufX.items():  # psi_i = (r_ia x_i) . y
                 np.multiply(Xs, Rt[a, gpos : gpos + w, None], out=buf[:w])
             for blk in self.blocks:
-                q0, q1, segs, filling, pend = blk
+                q0, q1, segs, filling = blk[:4]
                 nq = q1 - q0
                 B = self.bufB[: nq * w].reshape(nq, w)
                 for a, lo, hi in segs if self.fold else ((None, 0, nq),):
@@ -1557,9 +1636,7 @@ class _TopKScan:
                     rows, cols = _above(K, self.tau[q0:q1], g)
                     if rows.size == 0:
                         continue
-                pend.append((rows, cols + gpos, K[rows, cols], B[rows, cols]))
-                if filling or sum(p[0].size for p in pend) > 4 * nq * k:
-                    self._flush(blk)
+                self._add(blk, rows, cols + gpos, K[rows, cols], B[rows, cols])
 
 
 def _scan_block(
@@ -1571,32 +1648,41 @@ def _scan_block(
     return _scan_top_k([(0, X)], Y, bias, R_loc, acts, k, key, entries, X.shape[0])
 
 
-def _above(K: np.ndarray, thr: np.ndarray, g: int) -> tuple[np.ndarray, np.ndarray]:
+def _above(
+    K: np.ndarray, thr: np.ndarray, g: int, gm: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray]:
     """(rows, columns) of the entries of ``K`` above their row's threshold ``thr``.
 
     Columns are grouped ``j, j + ng, ..., j + (g - 1) ng`` (``ng = width // g``); one
     maximum per group screens the block, and only groups above the threshold are read
-    again. The columns left over after the last full group are compared directly.
+    again. The columns left over after the last full group are compared directly. ``gm``:
+    the group maxima, when already computed.
     """
     nq, w = K.shape
     ng = w // g
     rows_l, cols_l = [], []
     if ng:
-        gm = K[:, : ng * g].reshape(nq, g, ng).max(axis=1)
+        if gm is None:
+            gm = K[:, : ng * g].reshape(nq, g, ng).max(axis=1)
         hit = np.flatnonzero(gm > thr[:, None])
         if hit.size:
             r_, j = np.divmod(hit, ng)
-            cc = j[:, None] + np.arange(g) * ng
-            ok = K[r_[:, None], cc] > thr[r_, None]
-            rows_l.append(np.broadcast_to(r_[:, None], cc.shape)[ok])
-            cols_l.append(cc[ok])
+            flat = (r_ * w + j)[:, None] + np.arange(0, g * ng, ng)  # the hit groups' entries
+            flat = flat[np.ravel(K)[flat] > thr[r_, None]]  # row-major: rows ascend
+            r_, j = np.divmod(flat, w)
+            rows_l.append(r_)
+            cols_l.append(j)
     if ng * g < w:
         r_, j = np.nonzero(K[:, ng * g :] > thr[:, None])
         rows_l.append(r_)
         cols_l.append(j + ng * g)
     if not rows_l:
         return np.empty(0, dtype=np.intp), np.empty(0, dtype=np.intp)
-    return np.concatenate(rows_l), np.concatenate(cols_l)
+    if len(rows_l) == 1:
+        return rows_l[0], cols_l[0]
+    rows, cols = np.concatenate(rows_l), np.concatenate(cols_l)
+    o = np.argsort(rows, kind="stable")  # rows ascending
+    return rows[o], cols[o]
 
 
 def _rank_dask(
