@@ -2,9 +2,159 @@
 
 The explorers only display; every number they show is computed by a tested function of the
 library, and the chapters check the same numbers in plain cells.
+
+Each explorer is an :class:`ipywidgets.VBox` (controls and an ``Output``) that is fully live in
+Jupyter. Displayed, it also carries a static twin (:mod:`cbdt.explorer`): the states of a small
+grid of control values, precomputed when the notebook runs, with plain HTML controls that switch
+between them. The built book shows the static twin (no kernel there); Jupyter shows the widget.
 """
 
 from __future__ import annotations
+
+import functools
+import html as _html
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from .explorer import Control, build_frames, static_explorer_html
+
+# resolution of the static frames: the inline backend's 100 dpi, so a frame looks like the live
+# figure (lowered for figures wider than 1000 px, see cbdt.explorer.build_frames); a 128-colour
+# palette (checked pixel by pixel against the full-colour figure, cbdt.explorer.figure_png)
+# keeps each PNG at ~10-50 kB
+FRAME_DPI = 100.0
+FRAME_COLORS = 128
+
+
+@functools.lru_cache(maxsize=1)
+def _explorer_class() -> type:
+    import ipywidgets as widgets
+
+    class Explorer(widgets.VBox):
+        """A live explorer (a ``VBox``) that also displays a static twin as ``text/html``.
+
+        Attributes
+        ----------
+        current : dict
+            The numbers on display (explorer-specific keys) and ``"html"``: the text/table HTML
+            the output shows below the figure.
+        static_controls : list of cbdt.explorer.Control
+            The grid of the static twin; its start values are the live starting values.
+        """
+
+        def __init__(
+            self,
+            children: Sequence[Any],
+            *,
+            out: Any,
+            read: Callable[[], dict[str, Any]],
+            frame: Callable[[dict[str, Any]], tuple[Any, str, dict[str, Any]]],
+            static_controls: Sequence[Control],
+            title: str,
+            watch: Sequence[Any],
+        ) -> None:
+            super().__init__(list(children))
+            self._out = out
+            self._read = read
+            self._frame = frame
+            self.static_controls = list(static_controls)
+            self.title = title
+            self.current: dict[str, Any] = {}
+            self._static: str | None = None
+            self._frames: list[Any] | None = None
+            for w in watch:
+                w.observe(self._render, names="value")
+            self._render()
+
+        def _render(self, *_: Any) -> None:
+            import matplotlib.pyplot as plt
+            from IPython.display import HTML, display
+
+            fig, text, current = self._frame(self._read())
+            self.current = {**current, "html": text}
+            with self._out:
+                self._out.clear_output(wait=True)
+                if fig is not None:
+                    display(fig)
+                    plt.close(fig)
+                display(HTML(text))
+
+        def static_frames(self) -> list[Any]:
+            """The precomputed frames (:class:`cbdt.explorer.Frame`), rendered once."""
+            if self._frames is None:
+                self._frames = build_frames(
+                    self.static_controls, lambda v: self._frame(v)[:2], dpi=FRAME_DPI,
+                    colors=FRAME_COLORS,
+                )
+            return self._frames
+
+        def static_html(self) -> str:
+            """The static twin: self-contained HTML (:func:`cbdt.explorer.static_explorer_html`)."""
+            if self._static is None:
+                self._static = static_explorer_html(
+                    self.static_controls, self.static_frames(), title=self.title
+                )
+            return self._static
+
+        def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any]:
+            bundle = super()._repr_mimebundle_(**kwargs) or {}
+            bundle["text/html"] = self.static_html()
+            return bundle
+
+    return Explorer
+
+
+def _grid(values: Sequence[float], start: float, rel: float = 1e-9) -> tuple[tuple, int]:
+    """``values`` (sorted) with ``start`` added if no value equals it; and the index of start."""
+    vals = sorted(float(v) for v in values)
+    for i, v in enumerate(vals):
+        if abs(v - start) <= rel * max(1.0, abs(start)):
+            return tuple(vals), i
+    vals = sorted([*vals, float(start)])
+    return tuple(vals), vals.index(float(start))
+
+
+def _int_grid(n_max: int, start: int, n: int) -> tuple[tuple, int]:
+    """``n`` evenly spread integers of ``0 .. n_max`` with the one nearest ``start`` set to it."""
+    import numpy as np
+
+    picks = sorted({int(round(x)) for x in np.linspace(0, n_max, n)})
+    j = int(np.argmin([abs(p - start) for p in picks]))
+    picks[j] = int(start)
+    picks = sorted(set(picks))
+    return tuple(picks), picks.index(int(start))
+
+
+def _margin_queries(U, start: int, n: int) -> tuple[tuple, int]:
+    """``n`` query indices at evenly spaced ranks of the margin ``top1 - top2`` of ``U`` rows
+    (smallest margin first); the pick nearest ``start`` in rank is replaced by ``start``."""
+    import numpy as np
+
+    U = np.asarray(U, dtype=float)
+    if not 0 <= start < U.shape[0]:
+        raise ValueError(f"query must lie in 0 .. {U.shape[0] - 1}, got {start}")
+    top2 = np.sort(U, axis=1)[:, -2:]
+    order = np.argsort(top2[:, 1] - top2[:, 0], kind="stable")
+    rank = {int(q): r for r, q in enumerate(order)}
+    ranks = sorted({int(round(x)) for x in np.linspace(0, U.shape[0] - 1, n)})
+    j = int(np.argmin([abs(r - rank[start]) for r in ranks]))
+    ranks[j] = rank[start]
+    picks = [int(order[r]) for r in sorted(set(ranks))]
+    return tuple(picks), picks.index(start)
+
+
+def _axis_grid(lo: float, hi: float, start: float, n: int, step: float = 0.05) -> tuple[tuple, int]:
+    """The centres of ``n`` equal bins of ``[lo, hi]`` rounded to multiples of ``step`` (inside
+    the range, away from its edges), the one nearest ``start`` replaced by ``start``."""
+    import numpy as np
+
+    centres = lo + (np.arange(n) + 0.5) * (hi - lo) / n
+    pts = [round(round(x / step) * step, 10) for x in centres]
+    j = int(np.argmin([abs(p - start) for p in pts]))
+    pts[j] = float(start)
+    pts = sorted(set(pts))
+    return tuple(pts), pts.index(float(start))
+
 
 # --- chapter 01: CBDT theory ---
 
@@ -19,6 +169,8 @@ def cbdt_explorer(
     top=3,
     grid_size=100,
     bandwidth_range=(0.1, 10.0),
+    static_bandwidths=(0.25, 0.5, 1.0, 2.0, 4.0),
+    static_points=4,
 ):
     """Explore a 2-D CBDT memory: move the similarity bandwidth and the query problem.
 
@@ -43,18 +195,23 @@ def cbdt_explorer(
     grid_size : int, default=100
     bandwidth_range : tuple (hmin, hmax), default=(0.1, 10)
         Range of the (logarithmic) bandwidth slider.
+    static_bandwidths : sequence of float, default=(0.25, 0.5, 1, 2, 4)
+        Bandwidths of the static twin (the initial one is added if missing).
+    static_points : int, default=4
+        Query positions per axis in the static twin, spread over the extent (one of them is the
+        initial query coordinate).
 
     Returns
     -------
     ipywidgets.VBox
         Sliders ``h``, ``p1``, ``p2`` and an ``Output``. The attribute ``current`` holds the
-        numbers on display: ``{"bandwidth", "query", "supports", "table"}``.
+        numbers on display: ``{"bandwidth", "query", "supports", "table", "html"}``; displayed,
+        the box also gives the static twin as ``text/html`` (``static_html()``).
     """
     import math
 
     import ipywidgets as widgets
     import numpy as np
-    from IPython.display import HTML, display
 
     from .decision import GaussianSimilarity, support
     from .plots import plot_cbdt_query, problem_extent, support_breakdown
@@ -77,32 +234,36 @@ def cbdt_explorer(
         continuous_update=False, style=style, layout=layout,
     )
     out = widgets.Output()
-    box = widgets.VBox([widgets.VBox([h_slider, x_slider, y_slider]), out])
 
-    def render(*_):
-        import matplotlib.pyplot as plt
-
-        sim = GaussianSimilarity(h_slider.value)
-        q = np.array([x_slider.value, y_slider.value])
+    def frame(v):
+        sim = GaussianSimilarity(v["bandwidth"])
+        q = np.array([v["p1"], v["p2"]], dtype=float)
         table = support_breakdown(memory, q, sim, top=top, action_names=action_names)
-        box.current = {
-            "bandwidth": float(h_slider.value),
-            "query": q,
-            "supports": support(q, memory, sim),
-            "table": table,
-        }
-        with out:
-            out.clear_output(wait=True)
-            fig = plot_cbdt_query(memory, sim, q, top=top, extent=ext, grid_size=grid_size,
-                                  action_names=action_names)
-            display(fig)
-            plt.close(fig)
-            display(HTML(table.round(4).to_html(index=False)))
+        fig = plot_cbdt_query(memory, sim, q, top=top, extent=ext, grid_size=grid_size,
+                              action_names=action_names)
+        current = {"bandwidth": float(v["bandwidth"]), "query": q,
+                   "supports": support(q, memory, sim), "table": table}
+        return fig, table.round(4).to_html(index=False), current
 
-    for s in (h_slider, x_slider, y_slider):
-        s.observe(render, names="value")
-    render()
-    return box
+    hs, h0 = _grid([h for h in static_bandwidths if lo <= h <= hi], float(bandwidth))
+    xs, x0 = _axis_grid(ext[0], ext[1], float(query[0]), static_points)
+    ys, y0 = _axis_grid(ext[2], ext[3], float(query[1]), static_points)
+    controls = [
+        Control("bandwidth", "bandwidth h", hs, start=h0, fmt=".3g"),
+        Control("p1", "query p1", xs, start=x0, fmt=".2f"),
+        Control("p2", "query p2", ys, start=y0, fmt=".2f"),
+    ]
+    return _explorer_class()(
+        [widgets.VBox([h_slider, x_slider, y_slider]), out],
+        out=out,
+        read=lambda: {"bandwidth": float(h_slider.value), "p1": float(x_slider.value),
+                      "p2": float(y_slider.value)},
+        frame=frame,
+        static_controls=controls,
+        title="CBDT explorer: bandwidth and query problem",
+        watch=[h_slider, x_slider, y_slider],
+    )
+
 
 # --- chapter 03: invariance and whitening ---
 def invariance_explorer(Phi, R, queries, seed: int = 0, cond: float = 100.0,
@@ -114,7 +275,9 @@ def invariance_explorer(Phi, R, queries, seed: int = 0, cond: float = 100.0,
     relative ridge strength :math:`\\lambda / (\\mathrm{tr}(G)/H)`. The text shown is
     :func:`cbdt.experiments.invariance.invariance_report`: the max relative coefficient change
     for OLS, isotropic ridge, co-transformed ridge and isotropic ridge under the orthogonal
-    factor of ``B`` (Sec. 3.2, App. B.2).
+    factor of ``B`` (Sec. 3.2, App. B.2). The static twin holds the 9 x 9 grid
+    :math:`\\kappa(B) \\in \\{10^0, 10^{0.5}, \\dots, 10^4\\}`,
+    :math:`\\lambda/(\\mathrm{tr}(G)/H) \\in \\{10^{-4}, \\dots, 10^0\\}` (plus the initial values).
 
     Parameters
     ----------
@@ -127,32 +290,52 @@ def invariance_explorer(Phi, R, queries, seed: int = 0, cond: float = 100.0,
 
     Returns
     -------
-    ipywidgets.interactive
+    ipywidgets.VBox
+        Two sliders and an ``Output``; ``current`` holds ``{"cond", "lam_rel", "report",
+        "html"}``.
     """
     import ipywidgets as widgets
+    import numpy as np
 
     from .experiments.invariance import invariance_report
 
-    def show(cond: float, lam_rel: float) -> None:
-        print(invariance_report(Phi, R, queries, cond, lam_rel, seed))
-
     style = {"description_width": "initial"}
     layout = widgets.Layout(width="480px")
-    return widgets.interactive(
-        show,
-        cond=widgets.FloatLogSlider(value=cond, base=10, min=0, max=4, step=0.25,
-                                    description="cond(B)", style=style, layout=layout,
-                                    continuous_update=False),
-        lam_rel=widgets.FloatLogSlider(value=lam_rel, base=10, min=-4, max=0, step=0.25,
-                                       description="lambda / (tr G / H)", style=style,
-                                       layout=layout, continuous_update=False),
+    c_slider = widgets.FloatLogSlider(value=cond, base=10, min=0, max=4, step=0.25,
+                                      description="cond(B)", style=style, layout=layout,
+                                      continuous_update=False)
+    l_slider = widgets.FloatLogSlider(value=lam_rel, base=10, min=-4, max=0, step=0.25,
+                                      description="lambda / (tr G / H)", style=style,
+                                      layout=layout, continuous_update=False)
+    out = widgets.Output()
+
+    def frame(v):
+        report = invariance_report(Phi, R, queries, v["cond"], v["lam_rel"], seed)
+        current = {"cond": float(v["cond"]), "lam_rel": float(v["lam_rel"]), "report": report}
+        return None, f"<pre>{_html.escape(report)}</pre>", current
+
+    cs, c0 = _grid([10.0**e for e in np.arange(0, 4.01, 0.5)], float(cond))
+    ls, l0 = _grid([10.0**e for e in np.arange(-4, 0.01, 0.5)], float(lam_rel))
+    controls = [
+        Control("cond", "cond(B)", cs, start=c0, fmt=".3g"),
+        Control("lam_rel", "lambda / (tr G / H)", ls, start=l0, fmt=".3g"),
+    ]
+    return _explorer_class()(
+        [widgets.VBox([c_slider, l_slider]), out],
+        out=out,
+        read=lambda: {"cond": float(c_slider.value), "lam_rel": float(l_slider.value)},
+        frame=frame,
+        static_controls=controls,
+        title="Invariance explorer: condition number and ridge strength",
+        watch=[c_slider, l_slider],
     )
 
 
 # --- chapter 06: attribution baselines ---
 
 def attribution_explorer(seed: int = 0, query: int = 0, k: int = 30, config=None,
-                         resolution: int = 81):
+                         resolution: int = 81, static_queries: int = 5,
+                         static_k: Sequence[int] = ()):
     """Pick a test query of the synthetic task; see each method's top-k cases on the plane.
 
     Shows :func:`cbdt.plots.plot_query_attributions` (the CBDT decision regions in the
@@ -172,16 +355,23 @@ def attribution_explorer(seed: int = 0, query: int = 0, k: int = 30, config=None
     config : cbdt.experiments.synthetic.SyntheticConfig, optional
     resolution : int, default=81
         Grid points per axis of the background decision regions.
+    static_queries : int, default=5
+        Test queries in the static twin: the test queries at evenly spaced ranks of the CBDT
+        margin (largest minus second-largest true support, ``data.U_test``), from the one
+        nearest a decision boundary to the farthest; the pick nearest ``query`` in rank is
+        replaced by ``query``. The slider steps through them in that order.
+    static_k : sequence of int, default=()
+        Further values of ``k`` in the static twin besides ``k``; with none, ``k`` is fixed
+        there and has no control. Every action is offered.
 
     Returns
     -------
     ipywidgets.VBox
         A query slider, an action dropdown (default: the query's CBDT-optimal action), a
         ``k`` slider and an ``Output``. The attribute ``current`` holds the numbers on
-        display: ``{"query", "action", "k", "table"}``.
+        display: ``{"query", "action", "k", "table", "html"}``.
     """
     import ipywidgets as widgets
-    from IPython.display import HTML, display
 
     from .experiments import synthetic as syn
     from .plots import plot_query_attributions, query_attribution_summary
@@ -196,31 +386,40 @@ def attribution_explorer(seed: int = 0, query: int = 0, k: int = 30, config=None
     options = [("CBDT-optimal a*(x)", -1)] + [(f"a{a}", a) for a in range(data.n_actions)]
     a_drop = widgets.Dropdown(options=options, value=-1, description="explained action",
                               style=style, layout=layout)
-    k_slider = widgets.IntSlider(value=int(k), min=1, max=min(100, n), description="top k",
+    k_max = min(100, n)
+    k_slider = widgets.IntSlider(value=int(k), min=1, max=k_max, description="top k",
                                  continuous_update=False, style=style, layout=layout)
     out = widgets.Output()
-    box = widgets.VBox([widgets.VBox([q_slider, a_drop, k_slider]), out])
 
-    def render(*_):
-        import matplotlib.pyplot as plt
+    def frame(v):
+        action = None if v["action"] < 0 else int(v["action"])
+        kk = int(v.get("k", k))
+        df = syn.query_attributions(seed, int(v["query"]), action, k=kk, config=config)
+        table = query_attribution_summary(df, kk)
+        current = {"query": int(v["query"]), "action": int(df.attrs["action"]), "k": kk,
+                   "table": table}
+        fig = plot_query_attributions(df, k=kk, regions=regions)
+        return fig, table.round(3).to_html(), current
 
-        action = None if a_drop.value < 0 else int(a_drop.value)
-        df = syn.query_attributions(seed, q_slider.value, action, k=k_slider.value,
-                                    config=config)
-        table = query_attribution_summary(df, k_slider.value)
-        box.current = {"query": int(q_slider.value), "action": int(df.attrs["action"]),
-                       "k": int(k_slider.value), "table": table}
-        with out:
-            out.clear_output(wait=True)
-            fig = plot_query_attributions(df, k=k_slider.value, regions=regions)
-            display(fig)
-            plt.close(fig)
-            display(HTML(table.round(3).to_html()))
-
-    for w in (q_slider, a_drop, k_slider):
-        w.observe(render, names="value")
-    render()
-    return box
+    qs, q0 = _margin_queries(data.U_test, int(query), static_queries)
+    ks, k0 = _grid([kk for kk in static_k if 1 <= kk <= k_max], int(k))
+    controls = [
+        Control("query", "test query (small to large CBDT margin)", qs, start=q0, fmt="d"),
+        Control("action", "explained action", tuple(val for _, val in options),
+                labels=tuple(lab for lab, _ in options), kind="select"),
+    ]
+    if len(ks) > 1:
+        controls.append(Control("k", "top k", tuple(int(x) for x in ks), start=k0, fmt="d"))
+    return _explorer_class()(
+        [widgets.VBox([q_slider, a_drop, k_slider]), out],
+        out=out,
+        read=lambda: {"query": int(q_slider.value), "action": int(a_drop.value),
+                      "k": int(k_slider.value)},
+        frame=frame,
+        static_controls=controls,
+        title="Attribution explorer: test query, explained action and k",
+        watch=[q_slider, a_drop, k_slider],
+    )
 
 
 # --- chapter 07: PJM audit ---
@@ -240,28 +439,38 @@ def show_pjm_audit(run, index):
     import matplotlib.pyplot as plt
     from IPython.display import display
 
-    from .datasets.pjm_bidding import ACTIONS
     from .experiments.pjm import audit_query
     from .plots import plot_case_audit
 
     audit = audit_query(run, index)
-    print(f"test hour {audit.index} ({audit.time:%Y-%m-%d %H:%M}): network selects "
-          f"{ACTIONS[audit.selected]}, CBDT selects {ACTIONS[audit.cbdt_selected]}")
-    display(audit.scores_table().round(4))
-    shown = audit.cases.drop(columns="rank").rename(
-        columns={"alpha": "α", "a_star": "a*", "contribution": "ψ = α r"}
-    )
-    display(shown.round(4))  # readable headers, narrow enough for the book's column
+    print(_pjm_headline(audit))
+    scores, shown = _pjm_tables(audit)
+    display(scores)
+    display(shown)  # readable headers, narrow enough for the book's column
     plot_case_audit(audit)
     plt.show()
     return audit
 
 
-def pjm_audit_explorer(run, index=None):
+def _pjm_headline(audit) -> str:
+    from .datasets.pjm_bidding import ACTIONS
+
+    return (f"test hour {audit.index} ({audit.time:%Y-%m-%d %H:%M}): network selects "
+            f"{ACTIONS[audit.selected]}, CBDT selects {ACTIONS[audit.cbdt_selected]}")
+
+
+def _pjm_tables(audit):
+    shown = audit.cases.drop(columns="rank").rename(
+        columns={"alpha": "α", "a_star": "a*", "contribution": "ψ = α r"}
+    )
+    return audit.scores_table().round(4), shown.round(4)
+
+
+def pjm_audit_explorer(run, index=None, static_hours: int = 7):
     """Pick any PJM test hour and get its case audit (ch. 07, Sec. 5.5, App. C.3).
 
-    A slider over the test positions ``0 .. n_test - 1``; each move shows
-    :func:`show_pjm_audit` for that hour: network scores, selected action, the ranked
+    A slider over the test positions ``0 .. n_test - 1``; each move shows what
+    :func:`show_pjm_audit` shows for that hour: network scores, selected action, the ranked
     positive and negative coefficient cases (index, hour, alpha, case-optimal action,
     return of the selected action, standardised distance, contribution) and the cases in a
     2-D PCA projection of the representation.
@@ -271,24 +480,46 @@ def pjm_audit_explorer(run, index=None):
     run : cbdt.experiments.pjm.PJMRun
     index : int, optional
         Initial test position; default :func:`cbdt.experiments.pjm.default_audit_index`.
+    static_hours : int, default=7
+        Test hours in the static twin, spread evenly over the test period (one is ``index``).
 
     Returns
     -------
-    ipywidgets.interactive
+    ipywidgets.VBox
+        The slider (``children[0]``) and an ``Output``; ``current`` holds ``{"index",
+        "audit", "html"}``.
     """
     import ipywidgets as widgets
 
-    from .experiments.pjm import default_audit_index
+    from .experiments.pjm import audit_query, default_audit_index
+    from .plots import plot_case_audit
 
     start = default_audit_index(run) if index is None else int(index)
+    n_test = run.problem.n_test
+    if not 0 <= start < n_test:
+        raise ValueError(f"index must lie in 0 .. {n_test - 1}, got {start}")
+    slider = widgets.IntSlider(value=start, min=0, max=n_test - 1, step=1,
+                               description="test hour", continuous_update=False,
+                               layout=widgets.Layout(width="min(100%, 600px)"))
+    out = widgets.Output()
 
-    def show(index: int) -> None:
-        show_pjm_audit(run, index)
+    def frame(v):
+        audit = audit_query(run, int(v["index"]))
+        scores, shown = _pjm_tables(audit)
+        text = (f"<p>{_html.escape(_pjm_headline(audit))}</p>\n{scores.to_html()}\n"
+                f"{shown.to_html()}")
+        return plot_case_audit(audit), text, {"index": int(v["index"]), "audit": audit}
 
-    return widgets.interactive(
-        show,
-        index=widgets.IntSlider(value=start, min=0, max=run.problem.n_test - 1, step=1,
-                                description="test hour", continuous_update=False,
-                                layout=widgets.Layout(width="600px")),
+    hours, h0 = _int_grid(n_test - 1, start, static_hours)
+    times = run.problem.times_test
+    controls = [Control("index", "test hour", hours, start=h0,
+                        labels=tuple(f"{h} ({times[h]:%Y-%m-%d %H:%M})" for h in hours))]
+    return _explorer_class()(
+        [slider, out],
+        out=out,
+        read=lambda: {"index": int(slider.value)},
+        frame=frame,
+        static_controls=controls,
+        title="PJM audit explorer: test hour",
+        watch=[slider],
     )
-
