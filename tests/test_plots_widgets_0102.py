@@ -160,6 +160,41 @@ def test_plot_cbdt_query(memory):
     assert ACTIONS[int(np.argmax(heights))] in ax_bar.get_title()
 
 
+def _panels_per_row(fig):
+    """Largest number of panels (colour bars left out) that share a row of the figure."""
+    rows: dict[float, int] = {}
+    for ax in fig.axes:
+        if ax.get_label() == "<colorbar>":
+            continue
+        key = round(ax.get_position().y0, 2)
+        rows[key] = rows.get(key, 0) + 1
+    return max(rows.values())
+
+
+def test_chapter_01_figures_fit_the_book_column(memory):
+    """Issue 10: at most two panels side by side, at most 6.9 in wide (the column is 688 px at
+    the inline backend's 100 dpi), and a legend that names the region colour of every action."""
+    sim = cbdt.GaussianSimilarity(1.0)
+    supports = plots.plot_cbdt_supports(memory, sim, action_names=ACTIONS, query=(0, 0),
+                                        grid_size=12)
+    bandwidths = plots.plot_bandwidth_grid(memory, [0.3, 0.7, 1.5, 4.0], grid_size=12,
+                                           action_names=ACTIONS)
+    for fig in (supports, bandwidths,
+                plots.plot_cbdt_decision(memory, sim, grid_size=12),
+                plots.plot_cbdt_query(memory, sim, (0.2, 0.1), grid_size=12)):
+        assert fig.get_figwidth() <= 6.9
+        assert _panels_per_row(fig) <= 2
+    for fig in (supports, bandwidths):
+        (legend,) = fig.legends
+        labels = [t.get_text() for t in legend.get_texts()]
+        assert [f"region {a}" for a in ACTIONS] == labels[:3]
+        assert "case, $u < 0$" in labels
+    assert len(bandwidths.axes) == 4
+    assert len(plots.plot_bandwidth_grid(memory, [0.5, 1.0, 2.0], grid_size=8).axes) == 3
+    with pytest.raises(ValueError, match="empty"):
+        plots.plot_bandwidth_grid(memory, [])
+
+
 # ---------------------------------------------------------------------------- chapter 02 plots
 def test_plot_coefficient_map():
     rng = np.random.default_rng(0)

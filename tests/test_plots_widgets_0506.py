@@ -135,6 +135,41 @@ def test_query_attributions_figure(query_df, regions):
     assert n_marked == 5
 
 
+def _panels_per_row(fig):
+    """Largest number of panels (colour bars left out) that share a row of the figure."""
+    rows: dict[float, int] = {}
+    for ax in fig.axes:
+        if ax.get_label() == "<colorbar>" or not ax.axison:
+            continue
+        key = round(ax.get_position().y0, 2)
+        rows[key] = rows.get(key, 0) + 1
+    return max(rows.values())
+
+
+def test_chapter_05_06_figures_fit_the_book_column(regions, query_df):
+    """Issue 10: at most two panels side by side and at most 6.9 in wide; the region colours
+    of Fig. 1a-b and the action colours of the query panels have a legend."""
+    recon = ex.support_reconstruction(0, SMALL)
+    df = ex.attribution_comparison((0, 1), config=SMALL)
+    figs = {
+        "recovery": plots.plot_synthetic_recovery(regions, recon),
+        "comparison": plots.plot_attribution_comparison(ex.summarize_comparison(df)),
+        "weights": plots.plot_weight_profiles(np.arange(3.0), {"a": [1.0, -1, 2], "b": [1.0, 2, 3],
+                                                                "c": [3.0, 2, 1]}),
+        "query": plots.plot_query_attributions(query_df, k=10, regions=regions),
+    }
+    for name, fig in figs.items():
+        assert fig.get_figwidth() <= 6.9, name
+        assert _panels_per_row(fig) <= 2, name
+    n_actions = regions.support.shape[-1]
+    (legend,) = figs["recovery"].legends
+    labels = [t.get_text() for t in legend.get_texts()]
+    assert labels[:n_actions] == [f"region of action $a_{b}$" for b in range(n_actions)]
+    (legend,) = figs["query"].legends
+    labels = [t.get_text() for t in legend.get_texts()]
+    assert [f"top-10 case, $a_i^* = a_{b}$" for b in range(n_actions)] == labels[:n_actions]
+
+
 def test_attribution_explorer_updates():
     pytest.importorskip("ipywidgets")
     from cbdt.widgets import attribution_explorer

@@ -25,6 +25,30 @@ def _ch01_action_names(n_actions, action_names):
     return names
 
 
+def _ch01_light(colors):
+    """The pale shades of ``colors`` used for the decision-region backgrounds."""
+    light = colors.copy()
+    light[:, :3] = 1.0 - 0.35 * (1.0 - light[:, :3])
+    return light
+
+
+def _ch01_legend_handles(names, colors, regions=True):
+    """Legend entries: one region shade per action (optional) and the two case markers."""
+    from matplotlib.lines import Line2D
+
+    light = _ch01_light(colors)
+    handles = []
+    if regions:
+        handles += [Line2D([], [], marker="s", ls="", ms=10, mfc=light[a], mec=colors[a],
+                           label=f"region {names[a]}") for a in range(len(names))]
+    handles += [
+        Line2D([], [], marker="o", ls="", mfc="grey", mec="black", label="case, $u \\geq 0$"),
+        Line2D([], [], marker="o", ls="", mfc="white", mec="grey", mew=1.6,
+               label="case, $u < 0$"),
+    ]
+    return handles
+
+
 def _ch01_check_2d(memory):
     from ..decision import Memory
 
@@ -156,14 +180,12 @@ def plot_cbdt_decision(
     """
     import numpy as np
     from matplotlib.colors import ListedColormap
-    from matplotlib.lines import Line2D
 
     xs, ys, U = support_grid(memory, similarity, extent, grid_size)
     A = memory.n_actions
     colors = _ch01_action_colors(A)
     names = _ch01_action_names(A, action_names)
-    light = colors.copy()
-    light[:, :3] = 1.0 - 0.35 * (1.0 - light[:, :3])
+    light = _ch01_light(colors)
     if ax is None:
         fig, ax = plt.subplots(figsize=(5.0, 4.5))
     fig = ax.figure
@@ -181,14 +203,7 @@ def plot_cbdt_decision(
     if title is not None:
         ax.set_title(title)
     if legend:
-        handles = [Line2D([], [], marker="s", ls="", ms=10, mfc=light[a], mec=colors[a],
-                          label=f"region {names[a]}") for a in range(A)]
-        handles += [
-            Line2D([], [], marker="o", ls="", mfc="grey", mec="black", label="case, $u \\geq 0$"),
-            Line2D([], [], marker="o", ls="", mfc="white", mec="grey", mew=1.6,
-                   label="case, $u < 0$"),
-        ]
-        ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.02, 1.0), frameon=False,
+        ax.legend(handles=_ch01_legend_handles(names, colors), loc="upper left", bbox_to_anchor=(1.02, 1.0), frameon=False,
                   fontsize="small")
     return fig
 
@@ -198,7 +213,8 @@ def plot_cbdt_supports(
 ):
     """One heat map of :math:`U(a \\mid M, p)` per action (eq. 1), then the decision map (eq. 2).
 
-    The support maps share one symmetric diverging colour scale (red: support for the action,
+    The panels fill a grid two panels wide, with the legend of the region colours and the case
+    markers below it. The support maps share one symmetric diverging colour scale (red: support for the action,
     blue: evidence against it, white: no evidence). The markers on each map are the cases with a
     non-zero support for that action, filled when :math:`u(r_c, a) > 0`, hollow when it is
     negative.
@@ -225,7 +241,13 @@ def plot_cbdt_supports(
     names = _ch01_action_names(A, action_names)
     colors = _ch01_action_colors(A)
     vmax = float(np.abs(U).max()) or 1.0
-    fig, axes = plt.subplots(1, A + 1, figsize=(3.3 * (A + 1) + 1.2, 3.4), layout="constrained")
+    nrows = (A + 2) // 2
+    fig, grid = plt.subplots(nrows, 2, figsize=(6.6, 2.9 * nrows + 0.7), layout="constrained",
+                             squeeze=False)
+    axes = list(grid.ravel())
+    for ax in axes[A + 1:]:
+        fig.delaxes(ax)
+    axes = axes[: A + 1]
     ext = (xs[0], xs[-1], ys[0], ys[-1])
     for a in range(A):
         ax = axes[a]
@@ -239,10 +261,19 @@ def plot_cbdt_supports(
                    linewidths=1.3)
         ax.set_title(f"$U({names[a]} \\mid M, p)$")
         ax.set_xlabel("$p_1$")
-    axes[0].set_ylabel("$p_2$")
-    fig.colorbar(im, ax=axes[:A], shrink=0.85, label="support")
+        ax.set_ylabel("$p_2$")
+    fig.colorbar(im, ax=axes[:A], shrink=0.85,
+                 label="support (red: for the action, blue: against)")
     plot_cbdt_decision(memory, similarity, ax=axes[A], extent=ext, grid_size=grid_size,
                        action_names=action_names, legend=False, title="$a^*(M, p)$")
+    handles = _ch01_legend_handles(names, colors)
+    if query is not None:
+        from matplotlib.lines import Line2D
+
+        handles.append(Line2D([], [], marker="*", ls="", ms=12, mfc="gold", mec="black",
+                              label="query $p$"))
+    fig.legend(handles=handles, loc="outside lower center", ncol=3, frameon=False,
+               fontsize="small")
     if query is not None:
         q = np.asarray(query, dtype=float)
         for ax in axes[:A]:
@@ -255,7 +286,9 @@ def plot_cbdt_supports(
 def plot_bandwidth_grid(
     memory, bandwidths, *, extent=None, grid_size=120, action_names=None, kernel=None
 ):
-    """Decision maps of one memory for several similarity bandwidths, side by side.
+    """Decision maps of one memory for several similarity bandwidths, two per row.
+
+    The legend below the maps names the region colour of every action and the case markers.
 
     Parameters
     ----------
@@ -277,13 +310,23 @@ def plot_bandwidth_grid(
 
     kernel = GaussianSimilarity if kernel is None else kernel
     bws = list(bandwidths)
-    fig, axes = plt.subplots(1, len(bws), figsize=(3.2 * len(bws), 3.3), layout="constrained",
-                             squeeze=False)
-    for ax, h in zip(axes[0], bws, strict=True):
+    if not bws:
+        raise ValueError("bandwidths is empty.")
+    ncols = min(2, len(bws))
+    nrows = (len(bws) + ncols - 1) // ncols
+    fig, grid = plt.subplots(nrows, ncols, figsize=(6.6 if ncols == 2 else 4.0, 2.9 * nrows + 0.6),
+                             layout="constrained", squeeze=False)
+    axes = list(grid.ravel())
+    for ax in axes[len(bws):]:
+        fig.delaxes(ax)
+    for ax, h in zip(axes, bws, strict=False):
         plot_cbdt_decision(memory, kernel(h), ax=ax, extent=extent, grid_size=grid_size,
                            action_names=action_names, legend=False, title=f"$h = {h:g}$")
-    for ax in axes[0][1:]:
+    for ax in axes[1 : len(bws) : 2]:
         ax.set_ylabel("")
+    names = _ch01_action_names(memory.n_actions, action_names)
+    fig.legend(handles=_ch01_legend_handles(names, _ch01_action_colors(memory.n_actions)),
+               loc="outside lower center", ncol=3, frameon=False, fontsize="small")
     return fig
 
 
@@ -328,7 +371,7 @@ def plot_cbdt_query(
     colors = _ch01_action_colors(A)
     C = case_contributions(memory, q, similarity)
     ring = np.unique(np.concatenate([top_carrying_cases(C[:, a], top) for a in range(A)]))
-    fig, (ax0, ax1) = plt.subplots(1, 2, figsize=(9.5, 4.0), layout="constrained",
+    fig, (ax0, ax1) = plt.subplots(1, 2, figsize=(6.6, 3.3), layout="constrained",
                                    width_ratios=[1.35, 1.0])
     plot_cbdt_decision(memory, similarity, ax=ax0, extent=extent, grid_size=grid_size,
                        action_names=action_names, query=q, highlight=ring, legend=False)

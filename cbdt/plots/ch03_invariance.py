@@ -34,7 +34,7 @@ def plot_invariance_vs_condition(df, ax=None, rounding_guide: bool = True):
     import numpy as np
 
     if ax is None:
-        fig, ax = plt.subplots(figsize=(8.8, 4.0))
+        fig, ax = plt.subplots(figsize=(6.8, 4.2))
     else:
         fig = ax.figure
     cond = df["cond"].to_numpy()
@@ -52,7 +52,8 @@ def plot_invariance_vs_condition(df, ax=None, rounding_guide: bool = True):
     ax.set_ylabel("max relative change of $\\alpha(x)$")
     ax.set_title("Coefficients after $\\varphi \\mapsto B\\varphi$")
     ax.grid(True, which="major", alpha=0.3)
-    ax.legend(fontsize=8, loc="center left", bbox_to_anchor=(1.02, 0.5))
+    ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.17), ncol=2,
+              frameon=False)
     fig.tight_layout()
     return fig
 
@@ -79,22 +80,22 @@ def plot_whitened_coefficients(alpha, alpha_inner, max_points: int = 4000):
     a = np.asarray(alpha, dtype=float).ravel()
     b = np.asarray(alpha_inner, dtype=float).ravel()
     step = max(1, a.size // max_points)
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(9.6, 3.8))
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(6.8, 3.4))
     ax1.scatter(b[::step], a[::step], s=4, alpha=0.4, color="C0")
     lo, hi = min(a.min(), b.min()), max(a.max(), b.max())
     pad = 0.05 * (hi - lo)
     ax1.plot([lo - pad, hi + pad], [lo - pad, hi + pad], color="k", lw=0.8)
     ax1.axhline(0, color="0.7", lw=0.6)
     ax1.axvline(0, color="0.7", lw=0.6)
-    ax1.set_xlabel("$\\varphi_B(x)^\\top\\varphi_B(x_i)/n$ (whitened, eq. 14)")
-    ax1.set_ylabel("$\\alpha_i(x) = \\varphi(x)^\\top G^{-1}\\varphi(x_i)$ (eq. 10)")
-    ax1.set_title("Same numbers, two formulas")
+    ax1.set_xlabel("$\\varphi_B(x)^\\top\\varphi_B(x_i)/n$ (eq. 14)")
+    ax1.set_ylabel("$\\alpha_i(x)$ (eq. 10)")
+    ax1.set_title("Same numbers, two formulas", fontsize=10)
     bins = np.linspace(lo - pad, hi + pad, 61)
     ax2.hist(a[a < 0], bins=bins, color="C3", label=f"$\\alpha < 0$: {np.mean(a < 0):.1%}")
     ax2.hist(a[a >= 0], bins=bins, color="C0", label=f"$\\alpha \\geq 0$: {np.mean(a >= 0):.1%}")
     ax2.set_xlabel("$\\alpha_i(x)$")
     ax2.set_ylabel("count (queries $\\times$ cases)")
-    ax2.set_title("Signed coefficients survive whitening")
+    ax2.set_title("Signed coefficients survive\nwhitening", fontsize=10)
     ax2.legend(fontsize=8)
     fig.tight_layout()
     return fig

@@ -156,29 +156,37 @@ def plot_risk_map(grid_x, grid_y, action, risk, X_train=None, case_actions=None)
     """
     import numpy as np
     from matplotlib.colors import ListedColormap
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
 
     shape = grid_x.shape
     act = np.asarray(action).reshape(shape)
     rsk = np.asarray(risk, dtype=float).reshape(shape)
     n_actions = int(max(act.max(), -1 if case_actions is None else np.max(case_actions))) + 1
     cmap = ListedColormap([f"C{b}" for b in range(n_actions)])
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10.0, 4.2))
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(6.6, 3.6), layout="constrained")
     ax1.pcolormesh(grid_x, grid_y, act, cmap=cmap, vmin=-0.5, vmax=n_actions - 0.5,
                    alpha=0.35, shading="auto")
     if X_train is not None:
         ax1.scatter(X_train[:, 0], X_train[:, 1], c=np.asarray(case_actions), cmap=cmap,
                     vmin=-0.5, vmax=n_actions - 0.5, s=8, edgecolor="k", linewidth=0.3)
-    ax1.set_title("selected $a_x$ (shade), case-optimal $a_i^*$ (dots)", fontsize=10)
+    ax1.set_title("selected $a_x$ (shade),\ncase-optimal $a_i^*$ (dots)", fontsize=10)
     im = ax2.pcolormesh(grid_x, grid_y, rsk, cmap="magma", shading="auto")
     ax2.contour(grid_x, grid_y, act, levels=np.arange(n_actions) + 0.5, colors="w",
                 linewidths=1.0)
-    fig.colorbar(im, ax=ax2, label="$O_\\alpha(x) = H_\\alpha + D_{Gini}$")
-    ax2.set_title("risk $O_\\alpha(x)$; white: decision boundaries", fontsize=10)
+    fig.colorbar(im, ax=ax2, label="$O_\\alpha(x) = H_\\alpha + D_{Gini}$", shrink=0.8)
+    ax2.set_title("risk $O_\\alpha(x)$;\nwhite: decision boundaries", fontsize=10)
     for ax in (ax1, ax2):
         ax.set_xlabel("$x_1$")
         ax.set_ylabel("$x_2$")
         ax.set_aspect("equal")
-    fig.tight_layout()
+    handles = [Patch(facecolor=f"C{b}", alpha=0.6, label=f"action $a_{b}$")
+               for b in range(n_actions)]
+    if X_train is not None:
+        handles.append(Line2D([], [], marker="o", ls="", ms=5, mfc="0.6", mec="k", mew=0.3,
+                              label="training case (colour: $a_i^*$)"))
+    fig.legend(handles=handles, loc="outside lower center", ncol=len(handles), fontsize=8,
+               frameon=False)
     return fig
 
 

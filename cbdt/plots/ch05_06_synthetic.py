@@ -23,6 +23,21 @@ def _ch0506_listed_cmap(n_actions):
     return ListedColormap([f"C{b}" for b in range(n_actions)])
 
 
+def _ch0506_region_handles(n_actions, memory=True, boundaries=False):
+    """Legend entries for the decision-region figures: one shade per action, the markers."""
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
+
+    handles = [Patch(facecolor=f"C{b}", alpha=0.35, edgecolor="none",
+                     label=f"region of action $a_{b}$") for b in range(n_actions)]
+    if memory:
+        handles.append(Line2D([], [], marker="o", ls="", ms=7, mfc="0.6", mec="k",
+                              label="memory case (colour: its action,\nsize: its result $r_c$)"))
+    if boundaries:
+        handles.append(Line2D([], [], color="k", lw=0.9, label="CBDT decision boundary"))
+    return handles
+
+
 def _ch0506_ax(ax, figsize):
     if ax is None:
         fig, ax = plt.subplots(figsize=figsize)
@@ -124,6 +139,9 @@ def plot_support_reconstruction(recon, score="probe_score", ax=None):
 def plot_synthetic_recovery(regions, recon):
     """Fig. 1: CBDT regions, network regions (CBDT boundaries overlaid), support scatter.
 
+    Panels (a) and (b) side by side, (c) below (a), and the legend of the region colours and
+    markers below (b).
+
     Parameters
     ----------
     regions : cbdt.experiments.synthetic.DecisionRegions
@@ -134,13 +152,20 @@ def plot_synthetic_recovery(regions, recon):
     -------
     matplotlib.figure.Figure
     """
-    fig, axes = plt.subplots(1, 3, figsize=(13.0, 4.2))
+    fig = plt.figure(figsize=(6.8, 6.6))
+    grid = fig.add_gridspec(2, 2)
+    axes = [fig.add_subplot(grid[0, 0]), fig.add_subplot(grid[0, 1]),
+            fig.add_subplot(grid[1, 0])]
     plot_decision_regions(regions, "cbdt", ax=axes[0], title="(a) CBDT decision $a^*(x)$")
     plot_decision_regions(regions, "network", ax=axes[1], boundaries="cbdt",
-                          title="(b) network decision; black: CBDT boundaries")
+                          title="(b) network decision;\nblack: CBDT boundaries")
     plot_support_reconstruction(recon, ax=axes[2])
-    axes[2].set_title("(c) support reconstruction, OLS readout", fontsize=10)
+    axes[2].set_title("(c) support reconstruction,\nOLS readout", fontsize=10)
     fig.tight_layout()
+    box = grid[1, 1].get_position(fig)
+    fig.legend(handles=_ch0506_region_handles(regions.support.shape[-1], boundaries=True),
+               loc="center", bbox_to_anchor=(box.x0 + box.width / 2, box.y0 + box.height / 2),
+               fontsize=8, frameon=False, title="(a), (b)", title_fontsize=9)
     return fig
 
 
@@ -167,7 +192,7 @@ def plot_attribution_comparison(summary, paper=True):
     names = list(summary.index)
     y = np.arange(len(names))[::-1]
     colors = [_CH0506_METHOD_COLORS.get(m, _CH0506_GT_COLOR) for m in names]
-    fig, axes = plt.subplots(1, 2, figsize=(11.0, 0.45 * len(names) + 1.6), sharey=True)
+    fig, axes = plt.subplots(2, 1, figsize=(6.8, 0.8 * len(names) + 2.2), sharey=True)
     panels = [(topcol, f"(b) Top-{topcol[3:]} action consistency"),
               ("pearson", "(a) Pearson $r$ with ground-truth contributions")]
     for ax, (col, title) in zip(axes, panels[::-1], strict=True):
@@ -184,9 +209,10 @@ def plot_attribution_comparison(summary, paper=True):
     axes[0].set_xlim(min(0.0, float(summary["pearson_mean"].min()) - 0.05), 1.05)
     axes[1].set_xlim(0, 1.05)
     axes[0].set_yticks(y, names)
+    axes[1].tick_params(labelleft=True)
     handles, labels = axes[1].get_legend_handles_labels()
     fig.legend(handles, labels, fontsize=8, loc="lower center", ncol=2, frameon=False)
-    fig.tight_layout(rect=(0, 0.07, 1, 1))
+    fig.tight_layout(rect=(0, 0.05, 1, 1))
     return fig
 
 
@@ -198,7 +224,8 @@ def plot_weight_profiles(distance, weights, ax=None, max_abs=True):
     distance : array-like of shape (n,)
         :math:`\\lVert x - x_i\\rVert` of every training case.
     weights : dict of str to array-like of shape (n,)
-        E.g. ``{"alpha": ..., "inner product": ..., "true similarity": ...}``; one panel each.
+        E.g. ``{"alpha": ..., "inner product": ..., "true similarity": ...}``; one panel each,
+        stacked in one column with a shared distance axis.
     ax : sequence of Axes, optional
         One per entry of ``weights``.
     max_abs : bool, default=True
@@ -212,8 +239,8 @@ def plot_weight_profiles(distance, weights, ax=None, max_abs=True):
 
     d = np.asarray(distance, dtype=float)
     if ax is None:
-        fig, axes = plt.subplots(1, len(weights), figsize=(3.6 * len(weights), 3.4),
-                                 sharey=max_abs)
+        fig, axes = plt.subplots(len(weights), 1, figsize=(6.6, 2.2 * len(weights) + 0.4),
+                                 sharey=max_abs, sharex=True)
         axes = np.atleast_1d(axes)
     else:
         axes = np.atleast_1d(ax)
@@ -227,9 +254,9 @@ def plot_weight_profiles(distance, weights, ax=None, max_abs=True):
         a.scatter(d[neg], w[neg], s=6, color="C3", alpha=0.6, label=f"$< 0$ ({neg.sum()})")
         a.axhline(0, color="k", lw=0.6)
         a.set_title(name, fontsize=10)
-        a.set_xlabel("distance $\\|x - x_i\\|$")
         a.legend(fontsize=8, loc="upper right")
-    axes[0].set_ylabel("weight / max |weight|" if max_abs else "weight")
+        a.set_ylabel("weight / max |weight|" if max_abs else "weight")
+    axes[-1].set_xlabel("distance $\\|x - x_i\\|$")
     fig.tight_layout()
     return fig
 
@@ -282,7 +309,7 @@ def query_attribution_summary(df, k=30):
     return pd.DataFrame(rows).set_index("method")
 
 
-def plot_query_attributions(df, k=30, methods=None, regions=None, ncols=3):
+def plot_query_attributions(df, k=30, methods=None, regions=None, ncols=2):
     """Each method's top-k training cases for one query on the 2-D problem plane.
 
     One panel per method (and one for the ground truth :math:`s(x, x_i) r_i(a)`): all
@@ -300,7 +327,8 @@ def plot_query_attributions(df, k=30, methods=None, regions=None, ncols=3):
         Default: the ground truth and every method column of ``df``.
     regions : cbdt.experiments.synthetic.DecisionRegions, optional
         Shade the CBDT decision regions in the background.
-    ncols : int, default=3
+    ncols : int, default=2
+        Panels per row (at most two keep the panels legible at the book's column width).
 
     Returns
     -------
@@ -313,7 +341,8 @@ def plot_query_attributions(df, k=30, methods=None, regions=None, ncols=3):
     names = ["ground_truth", *_ch0506_query_methods(df)] if methods is None else list(methods)
     summary = query_attribution_summary(df, k)
     nrows = int(np.ceil(len(names) / ncols))
-    fig, axes = plt.subplots(nrows, ncols, figsize=(3.9 * ncols, 3.9 * nrows), squeeze=False)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(3.4 * ncols, 3.5 * nrows + 1.2),
+                             squeeze=False, layout="constrained")
     X = df[["x1", "x2"]].to_numpy()
     acts = df["case_action"].to_numpy()
     xq = df.attrs["x"]
@@ -345,9 +374,21 @@ def plot_query_attributions(df, k=30, methods=None, regions=None, ncols=3):
         ax.set_axis_off()
     a = df.attrs["action"]
     fig.suptitle(f"query {df.attrs['query']} at ({xq[0]:.2f}, {xq[1]:.2f}): contributions to "
-                 f"$Q(x, a_{a})$, CBDT-optimal $a^* = a_{df.attrs['cbdt_action']}$; "
-                 f"filled: raises the score, hollow: lowers it", fontsize=10)
-    fig.tight_layout()
+                 f"$Q(x, a_{a})$,\nCBDT-optimal $a^* = a_{df.attrs['cbdt_action']}$", fontsize=10)
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
+
+    handles = [Line2D([], [], marker="o", ls="", ms=7, mfc=f"C{b}", mec="k", mew=0.5,
+                      label=f"top-{k} case, $a_i^* = a_{b}$") for b in range(n_actions)]
+    handles += [
+        Line2D([], [], marker="o", ls="", ms=7, mfc="none", mec="0.3", mew=1.5,
+               label="hollow: lowers the score"),
+        Line2D([], [], marker="*", ls="", ms=12, mfc="k", mec="w", label="query $x$"),
+        Line2D([], [], marker="o", ls="", ms=3, mfc="0.7", mec="0.7", label="other case"),
+    ]
+    if regions is not None:
+        handles.append(Patch(facecolor="0.6", alpha=0.3, label="shade: CBDT region of the action"))
+    fig.legend(handles=handles, loc="outside lower center", ncol=3, fontsize=8, frameon=False)
     return fig
 
 
