@@ -1,6 +1,7 @@
 # cbdt: two commands do all set-up on a fresh machine.
 #   make book   create .venv (first use), install -e .[book,scale], build the HTML book into _build/html
 #   make test   create/update .venv with .[book,test,scale], run every test (unit, property, nbval, book -W, browser)
+#   make pdf    print the whole book to _build/pdf/cbdt-book.pdf (Chromium, offline)
 #   make lab    open the notebooks in JupyterLab
 #   make bench  run the speed benchmarks
 SHELL := /bin/bash
@@ -16,11 +17,12 @@ TEST_STAMP := $(VENV)/.installed-test
 JB := $(BIN)/jupyter-book
 export PYTHONHASHSEED := 0
 
-.PHONY: book test unit nbval book-strict browser lint lab bench vendor clean help
+.PHONY: book test unit nbval book-strict browser lint lab bench vendor pdf clean help
 
 help:
 	@echo "make book   build the HTML book (creates .venv on first use)"
 	@echo "make test   run every test: unit + property, nbval, strict book build, browser"
+	@echo "make pdf    print the whole book to one PDF, _build/pdf/cbdt-book.pdf"
 	@echo "make lab    open JupyterLab on notebooks/"
 	@echo "make bench  run benchmarks/"
 
@@ -43,8 +45,13 @@ vendor: _vendor/.complete
 _vendor/.complete: scripts/vendor_assets.sh
 	bash scripts/vendor_assets.sh _vendor
 
+# The repository URL lives in pyproject.toml ([project.urls] Repository). Unset: the book is built
+# from _config.yml and links to no external service. Set: scripts/book_config.py writes
+# _build/_config.publish.yml with the repository, issue and launch (Binder, Colab) buttons.
+BOOK_CONFIG = $(BIN)/python scripts/book_config.py
+
 book: $(BOOK_STAMP) _vendor/.complete
-	$(JB) build . --keep-going
+	cfg="$$($(BOOK_CONFIG))"; $(JB) build . --keep-going --config "$$cfg"
 	@echo "Book built: file://$(CURDIR)/_build/html/index.html"
 
 lint: $(TEST_STAMP)
@@ -59,7 +66,7 @@ nbval: $(TEST_STAMP)
 
 book-strict: $(TEST_STAMP) _vendor/.complete
 	rm -rf _build/html _build/.doctrees
-	$(JB) build . -W -n --keep-going
+	cfg="$$($(BOOK_CONFIG))"; $(JB) build . -W -n --keep-going --config "$$cfg"
 	@echo "Book built: file://$(CURDIR)/_build/html/index.html"
 
 browser: $(TEST_STAMP) book-strict
@@ -68,6 +75,12 @@ browser: $(TEST_STAMP) book-strict
 	else \
 	  echo "SKIPPED the browser test: /usr/bin/chromium is not installed (apt-get install -y chromium)."; \
 	fi
+
+# one HTML page (singlehtml, the vendored MathJax) printed by playwright's Chromium
+pdf: $(TEST_STAMP) _vendor/.complete
+	@if [ ! -x /usr/bin/chromium ]; then \
+	  echo "make pdf needs /usr/bin/chromium (apt-get install -y chromium)"; exit 1; fi
+	$(BIN)/python scripts/print_pdf.py
 
 test: lint unit nbval book-strict browser
 	@echo "make test: all checks passed"

@@ -10,6 +10,7 @@ from __future__ import annotations
 import pathlib
 import re
 import tomllib
+import unicodedata
 
 import yaml
 
@@ -74,3 +75,215 @@ def test_instructor_and_about_pages_are_in_the_reference_part():
     ref = next(p for p in toc["parts"] if p["caption"] == "Reference")
     files = [c["file"] for c in ref["chapters"]]
     assert files[0] == "book/instructor" and files[-1] == "book/about"
+
+
+# --- Publishing (issue 10, item 7): repository, issue and launch buttons only when the URL is set
+
+import importlib.util  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+import urllib.parse  # noqa: E402
+
+import nbformat  # noqa: E402
+import pytest  # noqa: E402
+
+
+def _load_book_config():
+    spec = importlib.util.spec_from_file_location("book_config", ROOT / "scripts" / "book_config.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+bc = _load_book_config()
+URL = "https://github.com/example-org/cbdt-book"
+PAGE = "notebooks/05_synthetic_recovery"
+
+
+def _base():
+    return yaml.safe_load((ROOT / "_config.yml").read_text(encoding="utf-8"))
+
+
+def test_the_base_config_has_no_buttons_and_no_launch_service():
+    base = _base()
+    assert "repository" not in base
+    assert not any(base["html"].get(k) for k in
+                   ("use_repository_button", "use_issues_button", "use_edit_page_button"))
+    assert not any(v for k, v in base["launch_buttons"].items() if k.endswith("_url"))
+    theme = base["sphinx"]["config"]["html_theme_options"]
+    assert not theme.get("use_repository_button") and "launch_buttons" not in theme
+
+
+def test_derived_config_unset_is_the_base_and_set_adds_every_button():
+    base = _base()
+    assert bc.derive_config(base, None) == base and bc.derive_config(base, "  ") == base
+    cfg = bc.derive_config(base, URL + ".git/")
+    assert base == _base(), "derive_config modified its input"
+    assert cfg["repository"] == {"url": URL, "branch": "main", "path_to_book": ""}
+    assert cfg["html"]["use_repository_button"] is cfg["html"]["use_issues_button"] is True
+    assert cfg["launch_buttons"]["binderhub_url"] == "https://mybinder.org"
+    assert cfg["launch_buttons"]["colab_url"] == "https://colab.research.google.com"
+    theme = cfg["sphinx"]["config"]["html_theme_options"]
+    assert theme["repository_url"] == URL and theme["repository_branch"] == "main"
+    assert theme["use_repository_button"] is theme["use_issues_button"] is True
+    assert theme["launch_buttons"] == cfg["launch_buttons"]
+    # the derived file lives in _build/, so local extensions must not be relative to it
+    for path in cfg["sphinx"]["local_extensions"].values():
+        assert pathlib.Path(path).is_absolute() and pathlib.Path(path).is_dir()
+    # everything else is the base, unchanged
+    for key in set(base) - {"repository", "html", "launch_buttons", "sphinx"}:
+        assert cfg[key] == base[key]
+    # Colab opens GitHub repositories only
+    gitlab = bc.derive_config(base, "https://gitlab.com/example-org/cbdt-book")
+    assert gitlab["launch_buttons"]["colab_url"] == ""
+    assert gitlab["launch_buttons"]["binderhub_url"] == "https://mybinder.org"
+
+
+@pytest.mark.parametrize("bad", ["github.com/a/b", "http://github.com/a/b", "https://github.com/a",
+                                 "https://github.com/a/b c", "git@github.com:a/b.git"])
+def test_a_malformed_repository_url_is_refused(bad):
+    with pytest.raises(ValueError, match="HOST/OWNER/REPO"):
+        bc.normalize_url(bad)
+
+
+def test_write_config_returns_the_plain_config_when_unset(tmp_path):
+    out = tmp_path / "publish.yml"
+    assert bc.write_config(None, out=out) == ROOT / "_config.yml" and not out.exists()
+    assert bc.write_config(URL, out=out) == out
+    assert yaml.safe_load(out.read_text(encoding="utf-8")) == bc.derive_config(_base(), URL)
+
+
+def test_the_one_place_is_pyproject_and_the_cli_reads_it(tmp_path):
+    pyproject = tmp_path / "pyproject.toml"
+    pyproject.write_text('[project]\nname = "x"\n', encoding="utf-8")
+    assert bc.repository_url(pyproject) is None
+    pyproject.write_text(f'[project]\nname = "x"\n[project.urls]\nRepository = "{URL}/"\n',
+                         encoding="utf-8")
+    assert bc.repository_url(pyproject) == URL
+    out = tmp_path / "p.yml"
+    run = [sys.executable, str(ROOT / "scripts" / "book_config.py"), "--out", str(out)]
+    unset = subprocess.run([*run, "--url", ""], capture_output=True, text=True, check=True)
+    assert unset.stdout.strip() == "_config.yml" and not out.exists()
+    done = subprocess.run([*run, "--url", URL], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == str(out) and out.is_file()
+    makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
+    assert makefile.count("scripts/book_config.py") >= 2  # make book and make book-strict
+
+
+def test_every_chapter_opens_with_the_install_cell_for_the_configured_url():
+    """The colab-install cell follows the title cell and installs from the one URL."""
+    expected = bc.install_cell_source(bc.repository_url())
+    paths = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+    assert len(paths) == 11
+    for path in paths:
+        nb = nbformat.read(path, as_version=4)
+        ids = [c.get("id") for c in nb.cells]
+        assert ids.count("colab-install") == 1, path.name
+        first_code = next(c for c in nb.cells if c.cell_type == "code")
+        assert first_code.id == "colab-install" and nb.cells[1] is first_code, path.name
+        assert first_code.source == expected, (
+            f"{path.name}: the install cell does not match [project.urls] Repository; run "
+            "python scripts/book_config.py --sync-notebooks")
+        assert first_code.outputs == [], f"{path.name}: the install cell must print nothing"
+    assert "git+" + URL + "@main" in bc.install_cell_source(URL)
+    assert '"..[book]"' in bc.install_cell_source(None)
+
+
+def _external(html: str) -> set[str]:
+    urls = set(re.findall(r"""(?:href|src)=["'](https?://[^"']+)["']""", html))
+    return {u for u in urls if urllib.parse.urlsplit(u).hostname not in ("127.0.0.1", "localhost")}
+
+
+def _build_one_page(tmp_path: pathlib.Path, url: str | None) -> subprocess.Popen:
+    """Start building the real book restricted to PAGE (make book's config for ``url``)."""
+    name = "set" if url else "unset"
+    toc = tmp_path / f"toc_{name}.yml"
+    toc.write_text(f"format: jb-book\nroot: {PAGE}\n", encoding="utf-8")
+    config = bc.write_config(url, out=tmp_path / f"config_{name}.yml")
+    cmd = [str(pathlib.Path(sys.executable).with_name("jupyter-book")), "build", str(ROOT),
+           "--config", str(config), "--toc", str(toc), "--path-output", str(tmp_path / name),
+           "-q"]
+    return subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True)
+
+
+def _page(tmp_path: pathlib.Path, name: str, proc: subprocess.Popen) -> str:
+    log, _ = proc.communicate(timeout=300)
+    assert proc.returncode == 0, log[-3000:]
+    return (tmp_path / name / "_build" / "html" / f"{PAGE}.html").read_text(encoding="utf-8")
+
+
+def test_one_page_book_has_the_buttons_only_when_the_url_is_set(tmp_path):
+    # the two builds run side by side
+    procs = {"unset": _build_one_page(tmp_path, None), "set": _build_one_page(tmp_path, URL)}
+    unset, published = (_page(tmp_path, k, p) for k, p in procs.items())
+    nb = PAGE + ".ipynb"
+    buttons = {
+        URL,
+        "https://mybinder.org/v2/gh/example-org/cbdt-book/main?urlpath=tree/" + nb,
+        "https://colab.research.google.com/github/example-org/cbdt-book/blob/main/" + nb,
+    }
+    ext_set, ext_unset = _external(published), _external(unset)
+    assert buttons <= ext_set, sorted(ext_set)
+    issues = [u for u in ext_set if u.startswith(URL + "/issues/new")]
+    assert len(issues) == 1, sorted(ext_set)
+    # the buttons are the only external links the URL adds
+    assert ext_set - ext_unset == buttons | set(issues)
+    for needle in ("mybinder", "colab", "example-org", "launch-buttons", "/issues/new",
+                   "fa-github"):
+        assert needle not in unset, f"the offline build mentions {needle!r}"
+    # the offline page loads nothing from outside (stylesheets, scripts, images)
+    loads = re.findall(r"""<(?:script|link|img)\b[^>]*(?:src|href)=["'](https?://[^"']+)""", unset)
+    assert loads == []
+
+
+def test_binder_environment_installs_the_package_and_the_pinned_cpu_torch():
+    env = yaml.safe_load((ROOT / "environment.yml").read_text(encoding="utf-8"))
+    deps = env["dependencies"]
+    python = [d for d in deps if isinstance(d, str) and d.startswith("python=")]
+    assert python == ["python=3.11"]
+    pip = next(d["pip"] for d in deps if isinstance(d, dict) and "pip" in d)
+    pin = next(line for line in (ROOT / "requirements" / "constraints.txt").read_text(
+        encoding="utf-8").splitlines() if line.startswith("torch=="))
+    assert pin + "+cpu" in pip and "--extra-index-url https://download.pytorch.org/whl/cpu" in pip
+    assert "-c requirements/constraints.txt" in pip
+    assert any(re.fullmatch(r"-e \.\[([a-z,]+)\]", x) and "book" in x for x in pip)
+
+
+PDF = ROOT / "_build" / "pdf" / "cbdt-book.pdf"
+
+
+def _titles() -> list[str]:
+    """The first heading of every page in _toc.yml (what the PDF must contain)."""
+    toc = yaml.safe_load((ROOT / "_toc.yml").read_text(encoding="utf-8"))
+    files = [toc["root"]]
+    for part in toc["parts"]:
+        for chapter in part["chapters"]:
+            files += [chapter["file"]] + [s["file"] for s in chapter.get("sections", [])]
+    titles = []
+    for f in files:
+        path = ROOT / (f + (".ipynb" if f.startswith("notebooks/") else ".md"))
+        text = ("\n".join(c.source for c in nbformat.read(path, as_version=4).cells
+                          if c.cell_type == "markdown")
+                if path.suffix == ".ipynb" else path.read_text(encoding="utf-8"))
+        titles.append(re.search(r"^# (.+)$", text, re.M).group(1).strip())
+    return titles
+
+
+@pytest.mark.skipif(not PDF.is_file(), reason="no _build/pdf/cbdt-book.pdf: run `make pdf`")
+def test_the_pdf_holds_every_page_with_typeset_math():
+    pypdf = pytest.importorskip("pypdf")
+    sys.path.insert(0, str(ROOT / "scripts"))
+    from print_pdf import count_pages
+
+    reader = pypdf.PdfReader(PDF)
+    assert len(reader.pages) == count_pages(PDF) >= 100
+    text = " ".join(" ".join(p.extract_text().split()) for p in reader.pages)
+    text = unicodedata.normalize("NFKC", text).replace("’", "'")  # ligatures, smart quotes
+    for title in _titles():
+        plain = re.sub(r"[`*]|\{[a-z]+\}", "", title)
+        plain = re.sub(r"\$[^$]*\$", "", plain).split(":")[0].strip()
+        assert plain.lower() in text.lower(), f"{title!r} is missing from the PDF"
+    # MathJax typeset the math: no TeX delimiters left, and its glyphs are in the text
+    assert "\\(" not in text and "\\[" not in text and "\\begin{" not in text
+    assert text.count("α") > 100 and text.count("Φ") > 50
