@@ -222,7 +222,7 @@ def cbdt_explorer(
     layout = widgets.Layout(width="min(100%, 520px)")
     h_slider = widgets.FloatLogSlider(
         value=float(bandwidth), base=10, min=math.log10(lo), max=math.log10(hi), step=0.05,
-        description="bandwidth h", readout_format=".3g", continuous_update=False,
+        description="bandwidth ω", readout_format=".3g", continuous_update=False,
         style=style, layout=layout,
     )
     x_slider = widgets.FloatSlider(
@@ -249,7 +249,7 @@ def cbdt_explorer(
     xs, x0 = _axis_grid(ext[0], ext[1], float(query[0]), static_points)
     ys, y0 = _axis_grid(ext[2], ext[3], float(query[1]), static_points)
     controls = [
-        Control("bandwidth", "bandwidth h", hs, start=h0, fmt=".3g"),
+        Control("bandwidth", "bandwidth ω", hs, start=h0, fmt=".3g"),
         Control("p1", "query p1", xs, start=x0, fmt=".2f"),
         Control("p2", "query p2", ys, start=y0, fmt=".2f"),
     ]

@@ -85,7 +85,7 @@ def test_pjm_rows_as_the_chapter_computes_them():
     assert (p.paper, p.book) == ("64.1%", r"$77.2\pm2.0\%$")
     assert "(36.0% here)" in p.reason
     assert by_claim(ch, "magnitude ratio").book == r"$2.32\pm0.08$x"
-    assert "$h = 0.7275$" in ch.intro[0]
+    assert "$\\omega = 0.7275$" in ch.intro[0]
     ChapterClaims.from_dict(ch.to_dict())  # serialisable
 
 
@@ -156,8 +156,8 @@ def test_uci_rows_as_the_chapter_computes_them():
     assert "below all three" in acc.reason
     c = by_claim(ch, "Default Credit: network-CBDT agreement")
     assert c.paper == r"$0.8746\pm0.0047$"
-    assert "between $c = 1/16$ (0.837) and $c = 1/8$ (0.919)" in c.reason
-    assert "and again between $c = 1/4$ (0.902) and $c = 1/2$ (0.847)" in c.reason
+    assert "between $\\nu = 1/16$ (0.837) and $\\nu = 1/8$ (0.919)" in c.reason
+    assert "and again between $\\nu = 1/4$ (0.902) and $\\nu = 1/2$ (0.847)" in c.reason
     assert "do not overlap" in c.reason
     r = by_claim(ch, r"Default Credit: $\rho_{recon}$")
     assert r.paper == r"$0.998\pm0.001$ / $0.956\pm0.032$ / $0.998\pm0.001$"
@@ -172,7 +172,7 @@ def test_uci_rows_as_the_chapter_computes_them():
     a2 = by_claim(ch, "Default Credit: A2")
     assert a2.paper == "near 1.0 (delinquency)"
     assert a2.book.startswith(r"1 exactly for CBDT supports; $0.9970\pm0.0000$")
-    assert "$c = 1/8$ in 8 of 10 runs" in ch.intro[0]
+    assert "$\\nu = 1/8$ in 8 of 10 runs" in ch.intro[0]
     assert ch.notes and "0 of 30,000" in ch.notes[0]
 
 

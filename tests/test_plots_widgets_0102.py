@@ -147,7 +147,7 @@ def test_plot_cbdt_supports_has_one_panel_per_action_and_the_map(memory):
 
 def test_plot_bandwidth_grid(memory):
     fig = plots.plot_bandwidth_grid(memory, [0.5, 2.0], grid_size=12)
-    assert [ax.get_title() for ax in fig.axes] == ["$h = 0.5$", "$h = 2$"]
+    assert [ax.get_title() for ax in fig.axes] == ["$\\omega = 0.5$", "$\\omega = 2$"]
 
 
 def test_plot_cbdt_query(memory):

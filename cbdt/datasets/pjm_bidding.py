@@ -16,7 +16,7 @@ Span
     the test hours from 2018-03-16 03:00 to 2018-08-03 00:00. The ``window`` hours before
     the span only feed the first states.
 Load standardisation
-    :math:`z_t = (L_t - \\mu)/s`, with :math:`\\mu, s` the mean and standard deviation
+    :math:`z_t = (\\mathrm{load}_t - \\mu)/s`, with :math:`\\mu, s` the mean and standard deviation
     (``ddof=0``) of the load over the *training* hours only.
 State (what is known when the bid for hour t is made)
     ``window`` standardised lagged loads :math:`z_{t-24}, \\dots, z_{t-1}` (columns
@@ -25,28 +25,28 @@ State (what is known when the bid for hour t is made)
     ``weekend`` (1 on Saturday and Sunday). The load of hour ``t`` itself is *not* in the
     state: the decision is taken before it is known (no look-ahead).
 Market model (synthetic, seeded, convex in load)
-    .. math:: p_t = P_0 \\exp\\bigl(\\gamma z_t + \\sigma\\varepsilon_t - \\sigma^2/2\\bigr),
+    .. math:: \\mathrm{pr}_t = P_0 \\exp\\bigl(\\gamma z_t + \\sigma\\varepsilon_t - \\sigma^2/2\\bigr),
               \\qquad \\varepsilon_t \\overset{iid}{\\sim} N(0, 1),
 
-    so :math:`E[p_t \\mid L_t] = P_0 e^{\\gamma z_t}`, an exponential "merit-order" curve that
+    so :math:`E[\\mathrm{pr}_t \\mid \\mathrm{load}_t] = P_0 e^{\\gamma z_t}`, an exponential "merit-order" curve that
     is convex in the load. Defaults :math:`P_0 = 35` $/MWh, :math:`\\gamma = 0.45` per
     training standard deviation of load, :math:`\\sigma = 0.15`;
     ``numpy.random.default_rng(seed)`` draws :math:`\\varepsilon`.
 Strategies (offers into a uniform-price market)
-    Strategy ``a`` offers :math:`q_a` MWh at offer price :math:`b_a`; it clears when
-    :math:`p_t \\ge b_a` and then earns :math:`q_a(p_t - c)` (marginal cost :math:`c`); an
+    Strategy ``a`` offers :math:`q_a` MWh at offer price :math:`\\mathrm{bid}_a`; it clears when
+    :math:`\\mathrm{pr}_t \\ge \\mathrm{bid}_a` and then earns :math:`q_a(\\mathrm{pr}_t - c)` (marginal cost :math:`c`); an
     offer that does not clear pays a standby cost :math:`\\kappa q_a`. Returns are in units of
     $10,000:
 
-    .. math:: r_t(a) = \\frac{1}{10^4}\\begin{cases} q_a (p_t - c) & p_t \\ge b_a \\\\
-              -\\kappa q_a & p_t < b_a \\end{cases}
+    .. math:: r_t(a) = \\frac{1}{10^4}\\begin{cases} q_a (\\mathrm{pr}_t - c) & \\mathrm{pr}_t \\ge \\mathrm{bid}_a \\\\
+              -\\kappa q_a & \\mathrm{pr}_t < \\mathrm{bid}_a \\end{cases}
 
     with :math:`q = (100, 200, 400)` MWh for conservative / moderate / aggressive,
     :math:`\\kappa = 2` $/MWh, :math:`c` = the 5 % quantile of the training prices,
-    :math:`b_0 = c` (the conservative strategy offers at cost) and :math:`b_1, b_2` = the
+    :math:`\\mathrm{bid}_0 = c` (the conservative strategy offers at cost) and :math:`\\mathrm{bid}_1, \\mathrm{bid}_2` = the
     1/3 and 2/3 quantiles of the training prices. Because :math:`q_0 < q_1 < q_2`, the
     case-optimal action :math:`a_t^* = \\arg\\max_a r_t(a)` is conservative below
-    :math:`b_1`, moderate on :math:`[b_1, b_2)` and aggressive from :math:`b_2` on: the
+    :math:`\\mathrm{bid}_1`, moderate on :math:`[\\mathrm{bid}_1, \\mathrm{bid}_2)` and aggressive from :math:`\\mathrm{bid}_2` on: the
     offer prices are the break-even prices, and each action is ex-post optimal in one third
     of the training hours by construction (the test shares differ, since the test months
     differ from the training months).
@@ -94,7 +94,7 @@ class MarketModel:
     cost_quantile : float, default 0.05
         Marginal cost :math:`c` as a quantile of the training prices.
     breakeven_quantiles : tuple of float, default (1/3, 2/3)
-        Offer prices :math:`b_1, b_2` of moderate and aggressive as quantiles of the training
+        Offer prices :math:`\\mathrm{bid}_1, \\mathrm{bid}_2` of moderate and aggressive as quantiles of the training
         prices (the break-even prices between neighbouring strategies).
     standby_cost : float, default 2.0
         :math:`\\kappa`, $/MWh offered, paid when an offer does not clear.
@@ -145,18 +145,18 @@ class BiddingProblem:
         Returns :math:`r_t(a)` of the three strategies, in $10,000.
     hours : pandas.DataFrame
         One row per decision hour (index ``Datetime``, training hours first): ``split``
-        ("train"/"test"), ``load_mw`` (:math:`L_t`, unknown at decision time),
-        ``prev_load_mw`` (:math:`L_{t-1}`, the newest load in the state), ``z`` (standardised
-        :math:`L_t`), ``price`` (:math:`p_t`), ``r_conservative``, ``r_moderate``,
+        ("train"/"test"), ``load_mw`` (:math:`\\mathrm{load}_t`, unknown at decision time),
+        ``prev_load_mw`` (:math:`\\mathrm{load}_{t-1}`, the newest load in the state), ``z`` (standardised
+        :math:`\\mathrm{load}_t`), ``price`` (:math:`\\mathrm{pr}_t`), ``r_conservative``, ``r_moderate``,
         ``r_aggressive``, ``a_star`` (case-optimal action) and ``imputed`` (whether
-        :math:`L_t` was interpolated by :func:`cbdt.datasets.load_pjm`).
+        :math:`\\mathrm{load}_t` was interpolated by :func:`cbdt.datasets.load_pjm`).
     feature_names : tuple of str
     load_mean, load_sd : float
         Training mean and standard deviation of the load, MW.
     cost : float
         Marginal cost :math:`c`, $/MWh.
     offer_prices : ndarray of shape (3,)
-        :math:`(b_0, b_1, b_2)`, $/MWh; :math:`b_0 = c`.
+        :math:`(\\mathrm{bid}_0, \\mathrm{bid}_1, \\mathrm{bid}_2)`, $/MWh; :math:`\\mathrm{bid}_0 = c`.
     market : MarketModel
     seed : int
         Seed of the price noise.
@@ -252,7 +252,7 @@ def state_features(
 
 
 def market_prices(z: np.ndarray, eps: np.ndarray, market: MarketModel) -> np.ndarray:
-    """:math:`p_t = P_0 \\exp(\\gamma z_t + \\sigma\\varepsilon_t - \\sigma^2/2)`, $/MWh."""
+    """:math:`\\mathrm{pr}_t = P_0 \\exp(\\gamma z_t + \\sigma\\varepsilon_t - \\sigma^2/2)`, $/MWh."""
     z = np.asarray(z, dtype=float)
     eps = np.asarray(eps, dtype=float)
     s = market.noise_sd
@@ -260,7 +260,8 @@ def market_prices(z: np.ndarray, eps: np.ndarray, market: MarketModel) -> np.nda
 
 
 def offer_prices(train_prices: np.ndarray, market: MarketModel) -> tuple[float, np.ndarray]:
-    """Marginal cost :math:`c` and offer prices :math:`(b_0, b_1, b_2)` from training prices."""
+    """Marginal cost :math:`c` and offer prices :math:`(\\mathrm{bid}_0, \\mathrm{bid}_1,
+    \\mathrm{bid}_2)` from training prices."""
     p = np.asarray(train_prices, dtype=float)
     c = float(np.quantile(p, market.cost_quantile))
     b1, b2 = np.quantile(p, market.breakeven_quantiles)

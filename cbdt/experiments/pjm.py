@@ -429,8 +429,9 @@ def pjm_runs(seeds: Iterable[int] = SEEDS, config: PJMConfig | None = None) -> l
 
 # ---------------------------------------------------------------------- the problem
 def transition_loads(problem: BiddingProblem) -> np.ndarray:
-    """Loads (MW) at which the *expected* price :math:`P_0 e^{\\gamma z}` crosses
-    :math:`b_1` and :math:`b_2`: where the best strategy changes if the load were known."""
+    """Loads (MW) at which the *expected* price :math:`P_0 e^{\\zeta z}` crosses the offer prices
+    :math:`\\mathrm{bid}_1` and :math:`\\mathrm{bid}_2`: where the best strategy changes if the
+    load were known."""
     m = problem.market
     if m.load_slope == 0:
         return np.array([np.nan, np.nan])
@@ -573,7 +574,7 @@ def support_alignment(runs: Iterable[PJMRun]) -> pd.DataFrame:
 def bandwidth_sensitivity(
     run: PJMRun, factors: Iterable[float] = (1.0, 0.5, 0.25, 0.125, 0.0625)
 ) -> pd.DataFrame:
-    """NN-CBDT agreement and rho_support of one run for other bandwidths ``factor * h_med``.
+    """NN-CBDT agreement and rho_support of one run for bandwidths :math:`\\omega = f\\,\\omega_{med}`.
 
     The network is unchanged; only the CBDT decision maker moves.
     """
@@ -589,7 +590,7 @@ def bandwidth_sensitivity(
         cb = np.argmax(U, axis=1)
         rows.append(
             {
-                "h / h_med": float(f),
+                "factor": float(f),
                 "bandwidth": h,
                 "chosen": bool(np.isclose(h, run.bandwidth.bandwidth)),
                 "agreement": float((cb == run.nn_decision).mean()),
@@ -1033,7 +1034,8 @@ def chapter_claims(
     ))
 
     bw = np.unique(np.round(agreement["bandwidth"].to_numpy(dtype=float), 12))
-    bw_txt = f"$h = {bw[0]:.4g}$" if bw.size == 1 else f"$h$ from {bw.min():.4g} to {bw.max():.4g}"
+    bw_txt = (f"$\\omega = {bw[0]:.4g}$" if bw.size == 1
+              else f"$\\omega$ from {bw.min():.4g} to {bw.max():.4g}")
     intro = [
         "The states are real PJME loads; the prices, and so the returns, come from the book's "
         "own seeded market model (the paper's is not given), and the CBDT similarity is the "

@@ -24,7 +24,7 @@ Split (:func:`drift_split`)
     the first training decision and ``n_test`` is the number of hours after the last
     training hour: on PJME the last training hour is 2004-01-01 00:00 (n_train = 17,496) and
     the first test hour 2004-01-01 01:00 (n_test = 127,872). The load standardisation
-    :math:`z_t = (L_t - \\mu)/s`, the marginal cost and the offer prices use the training
+    :math:`z_t = (\\mathrm{load}_t - \\mu)/s`, the marginal cost and the offer prices use the training
     hours only (as in ``make_bidding_problem``).
 Seeds
     One seed draws the price noise (``make_bidding_problem(seed=...)``) and initialises the
@@ -42,12 +42,12 @@ Audited decisions
     ``stride=1`` audits every hour). The audited action is the *network's* decision
     :math:`\\hat a(x) = \\arg\\max_a Q_{nn}(x, a)`.
 Wrong decision
-    ``wrong``: :math:`\\hat a(x_t) \\ne \\arg\\max_a E[r_t(a) \\mid L_t]`, the action with the
+    ``wrong``: :math:`\\hat a(x_t) \\ne \\arg\\max_a E[r_t(a) \\mid \\mathrm{load}_t]`, the action with the
     highest *expected* return given the load that actually happened (closed form of the
     lognormal price, :func:`expected_returns`); the price noise is averaged out, so the label
     measures the decision, not the luck of the hour. ``wrong_expost``: :math:`\\hat a(x_t)
     \\ne a^*_t = \\arg\\max_a r_t(a)`, the realised ex-post optimum (price noise included).
-    Both compare a decision taken *before* :math:`L_t` is known with an oracle that knows it,
+    Both compare a decision taken *before* :math:`\\mathrm{load}_t` is known with an oracle that knows it,
     so both contain an irreducible part that no policy of the state can avoid.
 Scores (high = review first)
     ``risk``: :math:`O_\\alpha = H_\\alpha + \\gamma D_{Gini}` of the network's decision
@@ -192,17 +192,20 @@ class PJMDriftConfig:
 def expected_returns(
     z: Any, cost: float, offers: Any, market: MarketModel
 ) -> np.ndarray:
-    """Expected returns :math:`E[r_t(a) \\mid L_t]` of the three strategies, shape (n, 3).
+    """Expected returns :math:`E[r_t(a) \\mid \\mathrm{load}_t]` of the three strategies, shape (n, 3).
 
-    With :math:`p = P_0 e^{\\gamma z + \\sigma\\varepsilon - \\sigma^2/2}` and
-    :math:`m = P_0 e^{\\gamma z}` (the conditional mean price),
+    With :math:`\\mathrm{pr} = P_0 e^{\\gamma z + \\sigma\\varepsilon - \\sigma^2/2}` and
+    :math:`m = P_0 e^{\\gamma z}` (the conditional mean price), for an offer price
+    :math:`\\mathrm{bid}`,
 
-    .. math:: P(p \\ge b) = \\Phi\\Bigl(\\frac{\\ln(m/b) - \\sigma^2/2}{\\sigma}\\Bigr),
-              \\qquad E[p\\,\\mathbf 1\\{p \\ge b\\}] =
-              m\\,\\Phi\\Bigl(\\frac{\\ln(m/b) + \\sigma^2/2}{\\sigma}\\Bigr),
+    .. math:: P(\\mathrm{pr} \\ge \\mathrm{bid})
+              = \\Phi\\Bigl(\\frac{\\ln(m/\\mathrm{bid}) - \\sigma^2/2}{\\sigma}\\Bigr),
+              \\qquad E[\\mathrm{pr}\\,\\mathbf 1\\{\\mathrm{pr} \\ge \\mathrm{bid}\\}] =
+              m\\,\\Phi\\Bigl(\\frac{\\ln(m/\\mathrm{bid}) + \\sigma^2/2}{\\sigma}\\Bigr),
 
-    and :math:`E[r(a)] = \\bigl(q_a(E[p 1\\{p\\ge b_a\\}] - c\\,P(p \\ge b_a))
-    - \\kappa q_a (1 - P(p \\ge b_a))\\bigr) / \\text{unit}`. With :math:`\\sigma = 0` the
+    and :math:`E[r(a)] = \\bigl(q_a(E[\\mathrm{pr}\\,\\mathbf 1\\{\\mathrm{pr} \\ge \\mathrm{bid}_a\\}]
+    - c\\,P(\\mathrm{pr} \\ge \\mathrm{bid}_a)) - \\kappa q_a (1 - P(\\mathrm{pr} \\ge \\mathrm{bid}_a))\\bigr)
+    / \\text{unit}`. With :math:`\\sigma = 0` the
     price is :math:`m` and the indicator is deterministic.
 
     Parameters
@@ -212,7 +215,7 @@ def expected_returns(
     cost : float
         Marginal cost :math:`c`.
     offers : array-like of shape (3,)
-        Offer prices :math:`(b_0, b_1, b_2)`, all > 0.
+        Offer prices :math:`(\\mathrm{bid}_0, \\mathrm{bid}_1, \\mathrm{bid}_2)`, all > 0.
     market : MarketModel
 
     Returns

@@ -21,14 +21,14 @@ CBDT decision maker
     (z-scored numerics, one-hot categoricals; the network's input). Ties go to the lowest
     action index.
 Bandwidth rule
-    :math:`h = c\\,d_{med}`, where :math:`d_{med}` is the median Euclidean distance between
+    :math:`\\omega = \\nu\\,d_{med}`, where :math:`d_{med}` is the median Euclidean distance between
     training problems (over a fixed random subsample of 2,000 of them) and the multiple
     :math:`c \\in \\{1/16, 1/8, 1/4, 1/2, 1\\}` is chosen by the CBDT decision maker's own
     held-out performance: 2,000 training records (drawn with the seed) are taken out of the
     memory, the CBDT decision is made for each of them from the remaining training memory,
     and the :math:`c` with the largest mean realised return :math:`r_i(a^*(x_i))` wins (ties:
     the larger :math:`c`). Neither the network nor the test set nor the paper enters this
-    choice. :math:`c = 1` is the plain median heuristic.
+    choice. :math:`\\nu = 1` is the plain median heuristic.
 Supports in finite precision
     Each query's supports are computed as
     :math:`\\tilde U(a\\mid M, x) = e^{d_{min}(x)^2 / 2h^2}\\, U(a \\mid M, x)` with
@@ -42,7 +42,7 @@ Agreement
     the CBDT action :math:`a^*(M, x)`.
 Accuracy (Adult; reported for Default Credit as well)
     ``label_accuracy`` (the book's headline): the network *approves* (any action but the
-    rejecting one: a2 or a3 for Adult, a1 or a2 for Default Credit) exactly when the record is a
+    rejecting one: a1 or a2 for both data sets) exactly when the record is a
     good risk (Adult: ``>50K``; Default Credit: no default). It does not depend on the
     tie-break noise. Alternatives: ``optimal_accuracy``, the share of test records whose network
     action equals the case-optimal action :math:`\\arg\\max_a r_i(a)` of their own (noisy)
@@ -167,8 +167,9 @@ SEEDS: tuple[int, ...] = (0, 1, 2, 3, 4)
 DATASETS: tuple[str, ...] = ("adult", "default_credit")
 #: Candidate bandwidths as multiples of the median training distance (1 = median heuristic).
 BANDWIDTH_MULTIPLES: tuple[float, ...] = (1 / 16, 1 / 8, 1 / 4, 1 / 2, 1.0)
-#: Paper's action labels (App. C.5 numbers Adult a1-a3 and Default Credit a0-a2).
-ADULT_ACTION_LABELS: tuple[str, ...] = ("a1 reject", "a2 standard", "a3 high-limit")
+#: Action labels. App. C.5 numbers Adult a1-a3 and Default Credit a0-a2; the book numbers both
+#: a0-a2 (one convention, as the paper's notation table), so Adult's a_k is the paper's a_{k+1}.
+ADULT_ACTION_LABELS: tuple[str, ...] = ("a0 reject", "a1 standard", "a2 high-limit")
 DEFAULT_CREDIT_ACTION_LABELS: tuple[str, ...] = ("a0 reject/decrease", "a1 standard", "a2 increase")
 
 #: Values the paper reports: ``(mean, 95% CI half-width or None)``; None where not reported.
@@ -1090,7 +1091,7 @@ def _grid_position(paper: float, curve: pd.Series) -> str:
     if paper < v.min():
         return "below every point of the grid"
     between = [
-        f"$c = {_multiple_md(c[i])}$ ({v[i]:.3f}) and $c = {_multiple_md(c[i + 1])}$ "
+        f"$\\nu = {_multiple_md(c[i])}$ ({v[i]:.3f}) and $\\nu = {_multiple_md(c[i + 1])}$ "
         f"({v[i + 1]:.3f})"
         for i in range(v.size - 1)
         if min(v[i], v[i + 1]) <= paper <= max(v[i], v[i + 1])
@@ -1253,12 +1254,12 @@ def chapter_claims(
 
     chosen = pd.concat([adult.per_seed["bandwidth_multiple"],
                         credit.per_seed["bandwidth_multiple"]]).value_counts()
-    chosen_txt = ", ".join(f"$c = {_multiple_md(c)}$ in {n} of {int(chosen.sum())} runs"
+    chosen_txt = ", ".join(f"$\\nu = {_multiple_md(c)}$ in {n} of {int(chosen.sum())} runs"
                            for c, n in chosen.items())
     intro = [
         "Both tables have labels only; the returns are the proxy returns of App. C.5, "
         "implemented as printed. The network, the Gaussian similarity of the CBDT decision "
-        "maker and its bandwidth are the book's: $h = c\\,d_{med}$, with $c$ chosen by the "
+        "maker and its bandwidth are the book's: $\\omega = \\nu\\,d_{med}$, with $\\nu$ chosen by the "
         f"CBDT decision maker's own held-out return ({chosen_txt}). Book values: mean and 95% "
         f"interval over {len(adult.per_seed)} seeds."
     ]

@@ -321,7 +321,7 @@ def plot_bandwidth_grid(
         fig.delaxes(ax)
     for ax, h in zip(axes, bws, strict=False):
         plot_cbdt_decision(memory, kernel(h), ax=ax, extent=extent, grid_size=grid_size,
-                           action_names=action_names, legend=False, title=f"$h = {h:g}$")
+                           action_names=action_names, legend=False, title=f"$\\omega = {h:g}$")
     for ax in axes[1 : len(bws) : 2]:
         ax.set_ylabel("")
     names = _ch01_action_names(memory.n_actions, action_names)

@@ -33,12 +33,13 @@ def plot_uci_behaviour(panel, ax=None, title=None):
     ax.scatter(x[order], y[order], s=3, alpha=0.35, c=np.asarray(colors)[a[order]],
                rasterized=True)
     ax.axhline(0.0, color="black", ls="--", lw=0.8)
-    ax.set_xlabel("CBDT margin $\\bar U(a^*) - \\max_{b\\neq a^*}\\bar U(b)$")
-    ax.set_ylabel("network: $Q(a^*) - \\max_{b\\neq a^*} Q(b)$")
+    ax.set_xlabel("CBDT margin $\\bar U(a^*) - \\max_{b\\neq a^*}\\bar U(b)$", fontsize=9)
+    ax.set_ylabel("network: $Q(a^*) - \\max_{b\\neq a^*} Q(b)$", fontsize=9)
+    ax.tick_params(labelsize=8.5)
     handles = [Line2D([], [], marker="o", ls="", color=colors[k], label=f"CBDT: {lab}")
                for k, lab in enumerate(labels) if (a == k).any()]
-    ax.legend(handles=handles, fontsize=7, loc="lower right")
-    ax.set_title(title or f"agreement {panel['agreement']:.3f}", fontsize=10)
+    ax.legend(handles=handles, fontsize=8, loc="lower right")
+    ax.set_title(title or f"agreement {panel['agreement']:.3f}", fontsize=9.5)
     return ax.figure
 
 
@@ -60,29 +61,33 @@ def plot_uci_reconstruction(panel, ax=None, title=None):
                c=np.asarray(colors)[act[order]], rasterized=True)
     lo, hi = float(min(P.min(), N.min())), float(max(P.max(), N.max()))
     ax.plot([lo, hi], [lo, hi], color="black", lw=0.8, ls="--")
-    ax.set_xlabel("OLS probe score $\\varphi(x)^\\top \\hat v_a$")
-    ax.set_ylabel("network score $Q_{nn}(x, a)$")
+    ax.set_xlabel("OLS probe score $\\varphi(x)^\\top \\hat v_a$", fontsize=9)
+    ax.set_ylabel("network score $Q_{nn}(x, a)$", fontsize=9)
+    ax.tick_params(labelsize=8.5)
     handles = [Line2D([], [], marker="o", ls="", color=colors[k],
                       label=f"{lab}: $\\rho$ = {panel['rho_recon'][k]:.3f}")
                for k, lab in enumerate(labels)]
-    ax.legend(handles=handles, fontsize=7, loc="upper left")
-    ax.set_title(title or "reconstruction", fontsize=10)
+    ax.legend(handles=handles, fontsize=8, loc="upper left")
+    ax.set_title(title or "reconstruction", fontsize=9.5)
     return ax.figure
 
 
 def plot_uci_figure4(panels):
     """The four panels of Fig. 4: behaviour and reconstruction for each data set.
 
-    ``panels`` maps a data-set name to :func:`cbdt.experiments.uci.figure4_panel`.
+    ``panels`` maps a data-set name to :func:`cbdt.experiments.uci.figure4_panel`. One row per
+    data set (behaviour left, reconstruction right), 6.6 inches wide: legible in the book's
+    column without scaling.
     """
-    fig, axes = plt.subplots(1, 2 * len(panels), figsize=(4.2 * 2 * len(panels), 4.0))
+    # one row per data set, two panels per row: legible in a 700 px column
+    fig, axes = plt.subplots(len(panels), 2, figsize=(6.6, 3.5 * len(panels)),
+                             layout="constrained", squeeze=False)
     letters = "abcdefgh"
     for j, (name, panel) in enumerate(panels.items()):
-        plot_uci_behaviour(panel, axes[2 * j], title=(
-            f"({letters[2 * j]}) {name} behaviour: agreement {panel['agreement']:.3f}"))
-        plot_uci_reconstruction(panel, axes[2 * j + 1],
+        plot_uci_behaviour(panel, axes[j, 0], title=(
+            f"({letters[2 * j]}) {name} behaviour:\nagreement {panel['agreement']:.3f}"))
+        plot_uci_reconstruction(panel, axes[j, 1],
                                 title=f"({letters[2 * j + 1]}) {name} reconstruction")
-    fig.tight_layout()
     return fig
 
 
@@ -97,7 +102,7 @@ def plot_uci_vs_paper(rows, ax=None):
     from ..metrics import mean_ci
 
     if ax is None:
-        _, ax = plt.subplots(figsize=(7.5, 0.45 * len(rows) + 1.2))
+        _, ax = plt.subplots(figsize=(6.8, 0.45 * len(rows) + 1.2))
     for i, (_label, values, pm, pc) in enumerate(rows):
         v = np.asarray(values, dtype=float)
         y = len(rows) - 1 - i
@@ -145,11 +150,11 @@ def plot_uci_bandwidth(sensitivities, ax=None, paper=None):
         for c, mm, k in zip(mults, m, chosen, strict=True):
             if k:
                 ax.annotate(f"chosen {k}x", (c, mm), textcoords="offset points", xytext=(4, 6),
-                            fontsize=7, color=f"C{j}")
+                            fontsize=8, color=f"C{j}")
         if paper and name in paper and paper[name] is not None:
             ax.axhline(paper[name], color=f"C{j}", ls=":", lw=1, label=f"{name}: paper")
     ax.set_xscale("log", base=2)
-    ax.set_xlabel("bandwidth $h$ / median training distance (1 = median heuristic)")
+    ax.set_xlabel(r"bandwidth multiple $\nu = \omega\,/\,d_{med}$ (1 = median heuristic)")
     ax.set_ylabel("NN-CBDT agreement")
     ax.legend(fontsize=8)
     ax.grid(alpha=0.3)
@@ -170,7 +175,8 @@ def plot_uci_submemory(sub, paper_mismatch=None):
 
     splits = list(dict.fromkeys(sub["split"]))
     x = np.arange(len(splits))
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10.5, 3.8))
+    # stacked: each panel and its legend over the column width
+    fig, (ax1, ax2) = plt.subplots(2, 1, figsize=(6.6, 6.4), layout="constrained")
 
     def series(col):
         st = []
@@ -194,8 +200,8 @@ def plot_uci_submemory(sub, paper_mismatch=None):
     ax1.set_xticklabels(splits)
     ax1.set_ylim(0, 1)
     ax1.set_ylabel("Gram mismatch $D$")
-    ax1.legend(fontsize=7)
-    ax1.set_title("Gram mismatch of the two sub-memories", fontsize=10)
+    ax1.legend(fontsize=8)
+    ax1.set_title("(a) Gram mismatch of the two sub-memories", fontsize=10)
 
     for k, (col, lab) in enumerate([("a2_cbdt", "CBDT supports (eq. 1)"),
                                     ("a2_ols", "OLS probes per sub-memory")]):
@@ -205,16 +211,21 @@ def plot_uci_submemory(sub, paper_mismatch=None):
     ax2.set_xticks(x)
     ax2.set_xticklabels(splits)
     ax2.set_ylabel("A2 satisfaction")
-    ax2.legend(fontsize=7, loc="lower left")
-    ax2.set_title("Combination axiom A2 under the union", fontsize=10)
-    fig.tight_layout()
+    ax2.legend(fontsize=8, loc="lower left")
+    ax2.set_title("(b) Combination axiom A2 under the union", fontsize=10)
     return fig
 
 
 def plot_uci_loss_curves(curves):
     """Training loss per epoch, one line per seed; ``curves`` maps a name to a list of arrays."""
-    fig, axes = plt.subplots(1, len(curves), figsize=(4.6 * len(curves), 3.2))
-    axes = [axes] if len(curves) == 1 else list(axes)
+    import numpy as np
+
+    ncols = min(2, len(curves))  # at most two panels side by side
+    nrows = -(-len(curves) // ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(3.4 * ncols, 3.2 * nrows), squeeze=False)
+    for ax in np.ravel(axes)[len(curves):]:
+        ax.axis("off")
+    axes = list(np.ravel(axes))[: len(curves)]
     for ax, (name, cs) in zip(axes, curves.items(), strict=True):
         for s, c in enumerate(cs):
             ax.plot(range(1, len(c) + 1), c, lw=1, label=f"seed {s}")
@@ -222,7 +233,7 @@ def plot_uci_loss_curves(curves):
         ax.set_ylabel("training MSE")
         ax.set_title(name, fontsize=10)
         ax.grid(alpha=0.3)
-    axes[0].legend(fontsize=7)
+    axes[0].legend(fontsize=8)
     fig.tight_layout()
     return fig
 

@@ -251,7 +251,7 @@ def plot_classifier_audit(summary, ax=None):
                 ax.bar(x, 0.5, width=0.75, facecolor="none", edgecolor=color, hatch="///",
                        lw=1.0)
                 ax.text(x, 0.25, "AUC\nundefined\n(constant)", ha="center", va="center",
-                        fontsize=8, color="0.2", linespacing=1.1,
+                        fontsize=9.5, color="0.2", linespacing=1.1,
                         bbox={"facecolor": "white", "edgecolor": "none", "pad": 1.0})
             ticks.append(x)
             labels.append(str(r["signal"]))
