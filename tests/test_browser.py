@@ -274,7 +274,9 @@ def _read_page(browser, base_url: str, docname: str) -> dict:
             )
             page.evaluate("() => MathJax.startup.promise.then(() => true)")
         page.evaluate(_IMAGES_JS)  # waits until every image has loaded or failed
-        return page.evaluate(_READING_JS)
+        seen = page.evaluate(_READING_JS)
+        seen["figures"] = page.evaluate(_FIGURES_JS)
+        return seen
     finally:
         context.close()
 
@@ -544,17 +546,11 @@ _FIGURES_JS = r"""
 
 
 @pytest.mark.parametrize("docname", PAGES)
-def test_output_images_are_numbered_figures(browser, base_url: str, docname: str) -> None:
+def test_output_images_are_numbered_figures(reading, docname: str) -> None:
     """Every image a notebook cell outputs is a numbered, named figure with a caption."""
     if docname in FIGURES_UNCAPTIONED:
         pytest.skip(f"{docname}: figures not captioned yet (FIGURES_UNCAPTIONED)")
-    context = browser.new_context(viewport=VIEWPORT)
-    page = context.new_page()
-    try:
-        page.goto(base_url + f"{docname}.html", wait_until="load")
-        figures = page.evaluate(_FIGURES_JS)
-    finally:
-        context.close()
+    figures = reading(docname)["figures"]  # the page is loaded once for all reading checks
     bad = [f["src"] for f in figures if not (f["figure"] and f["id"] and f["caption"])]
     assert not bad, f"{docname}: output images outside a named figure with a caption: {bad}"
     numbered = re.compile(r"Fig\. \d+(\.\d+)*")  # "Fig. 5.2": numbered per chapter
