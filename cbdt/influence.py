@@ -1316,6 +1316,17 @@ def _scan_top_k(
     (:mod:`cbdt._threads`): a BLAS pool woken for each cache-sized block only fights the
     other threads for the cores. Returns ``(keys, indices, signed values)``, each (m, k).
     """
+    acts = np.asarray(acts)
+    if acts.size > 1 and bool(np.any(acts[1:] < acts[:-1])):
+        # queries sorted by action (stable), so each block runs one GEMM per action rather
+        # than one per run of equal actions; every query's top-k is independent of the
+        # others, so the results, put back in the callers' order, are the same
+        perm = np.argsort(acts, kind="stable")
+        out = _scan_top_k(chunks, Y[:, perm], None if bias is None else bias[perm], Rt,
+                          acts[perm], k, key, entries, n, threads, rmax)
+        inv = np.empty_like(perm)
+        inv[perm] = np.arange(perm.size)
+        return tuple(z[inv] for z in out)  # type: ignore[return-value]
     from contextlib import nullcontext
 
     m = Y.shape[1]

@@ -152,3 +152,18 @@ def test_compaction_of_candidates_keeps_the_top_k(monkeypatch, threads):
                                       n, threads)
         np.testing.assert_array_equal(idx, expect)
         np.testing.assert_array_equal(vals, keys)
+
+
+def test_query_order_does_not_change_a_bit():
+    # mixed actions are scanned sorted by action (one GEMM per action and block); the answer
+    # of every query must not depend on where it sits in the batch
+    Phi, R, Q, acts = problem(5, 3000, 300)
+    ci = CaseInfluence().fit(Phi, R)
+    assert batched(ci, 300) and np.any(np.diff(acts) < 0)
+    base = ci.top_cases(Q, acts, k=10)
+    perm = np.random.default_rng(6).permutation(300)
+    got = ci.top_cases(Q[perm], acts[perm], k=10)
+    assert np.array_equal(got.indices, base.indices[perm])
+    assert np.array_equal(got.contributions, base.contributions[perm])
+    one = ci.top_cases(Q[acts == 1], np.ones(int((acts == 1).sum()), dtype=int), k=10)
+    assert np.array_equal(one.indices, base.indices[acts == 1])
