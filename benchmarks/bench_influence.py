@@ -5,12 +5,17 @@ BLAS threads unless said. Medians over repeats; every row has its floor, measure
 same run:
 
 * single query, coefficients + top-10 cases (``top_cases``), against a naive cached-projector
-  GEMV ``P @ phi`` (P = Phi G^-1 precomputed) + ``np.argpartition`` (target: within 1.25x);
+  GEMV ``P @ phi`` (P = Phi G^-1 precomputed) + ``np.argpartition`` (target: within 1.25x).
+  The two are timed in turn, ``--single-repeats`` rounds of 20 calls each, the order
+  alternating, so drifting load hits both alike;
 * a batch of 1,024 queries' top-10 cases, against the bare GEMM (1024, 64) @ (64, n) into a
   preallocated output (target: within 1.5x). The two are timed in turn (``--batch-repeats``
-  rounds, the order alternating, a pause of ``--pause`` s before every call: OpenBLAS threads
-  spin for a while after a GEMM), so a shared machine's load hits both alike; the medians,
-  their ratio, the median of the per-round ratios and the load average are printed;
+  rounds, the order alternating, a pause before every call), so a shared machine's load hits
+  both alike; the medians, their ratio, the median of the per-round ratios and the load
+  average are printed. The pause outlasts the spin of OpenBLAS's worker threads, measured in
+  the same run (:func:`blas_spin`): after a multi-threaded BLAS call they busy-wait for new
+  work (about 0.1 s, OpenBLAS's ``THREAD_TIMEOUT``), and whatever runs in that window shares
+  the cores with them;
 * coefficients of 1,024 queries at n = 100,000, fresh result and ``out=``, against the same
   GEMM into a preallocated output;
 * fit with default threads and with BLAS pinned to one thread;
@@ -62,6 +67,21 @@ def interleaved(
     return [statistics.median(t) for t in times], times
 
 
+def blas_spin(repeats: int = 3, window: float = 0.5) -> float:
+    """Seconds of CPU numpy's BLAS worker threads burn after a multi-threaded GEMM returns
+    (median over ``repeats``): the process's CPU time during a ``window``-second sleep that
+    follows the call."""
+    A = np.random.default_rng(1).normal(size=(600, 600))
+    spins = []
+    for _ in range(repeats):
+        time.sleep(window)
+        A @ A
+        c0 = time.process_time()
+        time.sleep(window)
+        spins.append(time.process_time() - c0)
+    return statistics.median(spins)
+
+
 def tanh_rep(rng: np.random.Generator, n: int, H: int, W: np.ndarray) -> np.ndarray:
     return np.tanh(rng.normal(size=(n, H)) @ W / 8)
 
@@ -75,8 +95,11 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--repeats", type=int, default=7)
     ap.add_argument("--batch-repeats", type=int, default=41,
                     help="rounds of the interleaved batched top_cases / GEMM floor timing")
-    ap.add_argument("--pause", type=float, default=0.05,
-                    help="seconds of pause before each interleaved call")
+    ap.add_argument("--single-repeats", type=int, default=301,
+                    help="rounds of the interleaved single-query / GEMV floor timing")
+    ap.add_argument("--pause", type=float, default=None,
+                    help="seconds of pause before each interleaved batched call (default: "
+                         "the measured BLAS spin x 1.5 + 0.05 s)")
     ap.add_argument("--no-save", action="store_true")
     args = ap.parse_args(argv)
     rng = np.random.default_rng(0)
@@ -101,8 +124,17 @@ def main(argv: list[str] | None = None) -> None:
         a = P @ q
         np.argpartition(-np.abs(a * r1), 10)[:10]
 
-    t_naive = median_time(naive_single, rep, inner=100)
-    t_single = median_time(lambda: ci.top_cases(q, 1, k=10), rep, inner=100)
+    def twenty(f):
+        def run():
+            for _ in range(20):
+                f()
+        return run
+
+    (t_naive, t_single), (tn, ts) = interleaved(
+        [twenty(naive_single), twenty(lambda: ci.top_cases(q, 1, k=10))],
+        args.single_repeats, 0.0)
+    t_naive, t_single = t_naive / 20, t_single / 20
+    single_ratio = statistics.median(b / a for a, b in zip(tn, ts, strict=True))
     row("single query: coefficients + top-10 (top_cases)", t_single, t_naive,
         "cached-projector GEMV + argpartition", 1.25)
     t_coef1 = median_time(lambda: ci.coefficients(q), rep, inner=100)
@@ -110,10 +142,12 @@ def main(argv: list[str] | None = None) -> None:
 
     # batched top-10 against the bare GEMM of the same shape
     out = np.empty((m, n))
+    spin = blas_spin()
+    pause = args.pause if args.pause is not None else round(1.5 * spin + 0.05, 2)
     load0 = os.getloadavg()
     (t_gemm, t_batch), (tg, tb) = interleaved(
         [lambda: np.matmul(Qb, P.T, out=out), lambda: ci.top_cases(Qb, 1, k=10)],
-        args.batch_repeats, args.pause)
+        args.batch_repeats, pause)
     load1 = os.getloadavg()
     round_ratio = statistics.median(b / a for a, b in zip(tg, tb, strict=True))
     row(f"batch of {m}: top-10 cases (top_cases)", t_batch, t_gemm,
@@ -156,11 +190,20 @@ def main(argv: list[str] | None = None) -> None:
     meta = machine()
     meta["loadavg_batched"] = " -> ".join(
         "/".join(f"{v:.2f}" for v in la) for la in (load0, load1))
+    meta["blas_spin_s"] = f"{spin:.3f}"
+    meta["pause_s"] = f"{pause:.2f}"
     pd.set_option("display.width", 200)
     print(meta)
     print(f"n = {n:,}, H = {H}, |A| = 3; medians of {rep} repeats")
     print(df.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
     print(f"per query in the batch of {m}: {t_batch / m * 1e3:.4f} ms (paper, App. D: 58.6 ms)")
+    print(
+        f"single query vs the GEMV + argpartition floor, interleaved, {args.single_repeats} "
+        f"rounds of 20 calls: {t_single * 1e6:.0f} us / {t_naive * 1e6:.0f} us = ratio "
+        f"{t_single / t_naive:.2f} (median per-round ratio {single_ratio:.2f})"
+    )
+    print(f"BLAS workers spin {spin * 1e3:.0f} ms of CPU after a multi-threaded GEMM; "
+          f"pause before each batched call {pause:.2f} s")
     print(
         f"batched top_cases ({m} queries, k = 10) vs the GEMM floor, interleaved, "
         f"{args.batch_repeats} rounds: {t_batch * 1e3:.1f} ms / {t_gemm * 1e3:.1f} ms = "

@@ -5,6 +5,12 @@ fused top-k scan of :class:`cbdt.CaseInfluence` runs many small, cache-sized GEM
 pool would spin up its threads for each of them and, with scipy's pool also awake, the two
 fight for the cores. The scan therefore pins BLAS to one thread and runs its query groups on
 as many Python threads as numpy's BLAS would have used (numpy releases the GIL in GEMM).
+
+After a multi-threaded call, OpenBLAS's worker threads busy-wait for more work before they
+sleep (``THREAD_TIMEOUT``, about 0.1 s of CPU each on the benchmark machine; the environment
+variable ``OPENBLAS_THREAD_TIMEOUT`` shortens it). Code that runs its own threads in that
+window, such as the batched scan right after a large numpy GEMM, shares the cores with them;
+``benchmarks/bench_influence.py`` measures the spin and pauses longer than it between calls.
 """
 
 from __future__ import annotations

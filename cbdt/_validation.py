@@ -83,7 +83,10 @@ def as_query(name: str, phi: Any, width: int) -> tuple[np.ndarray, bool]:
 def check_action(action: Any, n_actions: int, m: int) -> np.ndarray:
     """Validate an action index (int) or one action per query; return an int array of length m."""
     if isinstance(action, numbers.Integral) and not isinstance(action, bool):
-        acts = np.full(m, int(action), dtype=np.intp)
+        a = int(action)
+        if 0 <= a < n_actions:  # one action for all queries: no array checks needed
+            return np.full(m, a, dtype=np.intp)
+        acts = np.full(1, a, dtype=np.intp)
     else:
         acts = np.asarray(action)
         if acts.ndim != 1 or acts.dtype.kind not in "iu" or acts.shape[0] != m:

@@ -28,7 +28,7 @@ import pandas as pd
 from scipy import linalg
 
 from ._params import ParamsMixin
-from ._ranking import merge_top_k, top_k_indices
+from ._ranking import _top_k_row, merge_top_k, top_k_indices
 from ._validation import (
     as_float_matrix,
     as_query,
@@ -935,18 +935,22 @@ class CaseInfluence(ParamsMixin):
           million contributions, e.g. 256 x 2,048), the contributions are formed by a float32
           GEMM (against case rows already scaled by the returns of the queries' action, when
           the block is large), keyed (``|psi|``, ``psi`` or ``-psi``) and reduced to maxima
-          of groups of 8 cases. Only groups whose maximum exceeds the
-          query's running threshold (its k-th largest float64 key so far, less a rigorous
-          bound on the float32 error) are read again, and only their entries above it are
-          recomputed in float64. On a query's first sub-chunk the threshold is the k-th
-          largest group maximum (a lower bound on the k-th largest key).
-        * Exactness: every case that can rank in the float64 top k survives the screen, the
-          running k-th key is updated exactly after each sub-chunk, and the final order is
-          a sort of the surviving float64 keys (ties to the lower case index). The indices
-          and float64 contributions (each recomputed as one float64 dot product) are
-          therefore those of a stable sort of the float64 contributions, at about the cost
-          of a float32 GEMM. Blocks too large or too small
-          for float32 fall back to float64 throughout.
+          of groups of 8 cases. Only groups whose maximum exceeds the query's running
+          threshold (less a rigorous bound ``M`` on the float32 error) are read again, and
+          their entries above it are kept as candidates with the bounds ``key32 -/+ M`` on
+          their float64 key. The threshold, the k-th largest lower bound so far, rises after
+          every sub-chunk; on a query's first sub-chunk it comes from the k-th largest
+          group maximum.
+        * Exactness: every case that can rank in the float64 top k survives the screen. At
+          the end of each chunk of the case memory (for an in-memory fit, the whole memory),
+          only the candidates whose upper bound still reaches the threshold, about ``k``
+          per query, are recomputed in float64 (one dot product each) and merged by a sort
+          of their float64 keys (ties to the lower case index). The indices and float64
+          contributions are therefore those of a stable sort of the float64 contributions,
+          at about the cost of a float32 GEMM; the pending candidates are resolved early
+          whenever a block holds more than ``8 k`` per query (e.g. massive ties), so
+          memory stays bounded. Blocks too large or too small for float32 fall back to
+          float64 throughout.
         """
         if order not in ("abs", "positive", "negative"):
             raise InputError(f"order must be 'abs', 'positive' or 'negative', got {order!r}.")
@@ -955,7 +959,8 @@ class CaseInfluence(ParamsMixin):
         Q, single = self._check_query(phi)
         acts = check_action(action, self.n_actions_, Q.shape[0])
         idx, _, vals = self._rank(Q, acts, k, order, "psi", "top_cases")
-        ids = self._case_ids()[idx]
+        labels = getattr(self, "case_ids_", None)
+        ids = idx if labels is None else labels[idx]
         if single:
             return TopCases(idx[0], vals[0], ids[0])
         return TopCases(idx, vals, ids)
@@ -1162,8 +1167,15 @@ class CaseInfluence(ParamsMixin):
         self._need_memory()
         m = Q.shape[0]
         Rt = self._returns_t if weight == "psi" else None
+        if self._dual is not None and m == 1:  # one query: a GEMV and a partition
+            a = self._alpha(Q)[0]
+            if Rt is not None:
+                a *= Rt[acts[0]]
+            K1 = np.abs(a) if key == "abs" else (a if key == "positive" else -a)
+            i1 = _top_k_row(K1, k)
+            return i1[None, :], K1[i1][None, :], a[i1][None, :]
         if self._dual is not None and m <= self.batch_size and m * self.n_cases_ <= self._SCAN_ENTRIES:
-            # one small block (e.g. a single query): form it and rank it directly
+            # one small block: form it and rank it directly
             B = self._alpha(Q)
             if Rt is not None:
                 B *= Rt[acts[0]] if m == 1 else Rt[acts]
@@ -1384,10 +1396,16 @@ class _TopKScan:
     block is scaled instead). Each (query block, case sub-chunk) block of about ``entries``
     values stays in cache: it is keyed (|.|, +, -), reduced to the maxima of groups of
     ``_GROUP`` columns, and only groups whose maximum exceeds the query's running threshold
-    (its current k-th key) are examined. After each block the exact top-k *keys* of every
-    query are updated (:meth:`_add`: one small row sort), so the threshold is fresh for the
-    next sub-chunk; the candidates themselves are kept in lists and ranked once, in
-    :meth:`result` (keys in descending order, ties to the lower case index).
+    are examined.
+
+    Every candidate carries bounds ``lo <= key <= hi`` on its float64 key (``lo = hi =
+    key`` when it was computed in float64; the float32 key -/+ its error bound otherwise).
+    The threshold ``tau`` of a query is the k-th largest ``lo`` seen so far, a lower bound on
+    its final k-th key, updated after every block (:meth:`_add`), so the screen of the next
+    sub-chunk is fresh. The float64 keys are computed only in :meth:`_resolve`, at the end of
+    each chunk (or when a block holds too many candidates), for the candidates whose ``hi``
+    still reaches ``tau``; the resolved candidates are merged into exact top-k lists (keys
+    in descending order, ties to the lower case index).
     """
 
     def __init__(
@@ -1405,9 +1423,12 @@ class _TopKScan:
         h, m = Y.shape
         g = _GROUP
         self.k, self.key, self.bias, self.Rt = k, key, bias, Rt
+        # exact top-k of the resolved candidates
         self.best_k = np.full((m, k), -np.inf)
         self.best_i = np.full((m, k), -1, dtype=np.intp)
         self.best_s = np.zeros((m, k))
+        # the k largest lower bounds (resolved and pending) and their minimum, tau
+        self.lo_k = np.full((m, k), -np.inf)
         self.tau = np.full(m, -np.inf)
         self.Yt = np.ascontiguousarray(Y.T)  # (m, h)
         qb = max(1, min(m, _QBLOCK))
@@ -1421,7 +1442,7 @@ class _TopKScan:
             lo = np.concatenate(([0], cut))
             hi = np.concatenate((cut, [q1 - q0]))
             segs = [(int(a[i]), int(i), int(j)) for i, j in zip(lo, hi, strict=True)]
-            self.blocks.append([q0, q1, segs, True, [], 0])  # ..., filling, candidates, count
+            self.blocks.append([q0, q1, segs, True, [], 0])  # ..., filling, pending, count
         # scale X (c h per action) rather than the block (qb c) when there are many queries
         self.fold = Rt is not None and qb >= h // 2
         present = np.unique(acts) if self.fold else np.empty(0, dtype=np.intp)
@@ -1444,73 +1465,96 @@ class _TopKScan:
             self.bufX32a = {int(a): np.empty((self.c, h), dtype=f4) for a in present}
 
     def result(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """The top-k lists: each block's candidates at or above their row's k-th key, ordered
-        by key (descending), ties to the lower case index."""
-        k = self.k
-        for blk in self.blocks:
-            q0, q1 = blk[0], blk[1]
-            if not blk[4]:
-                continue
-            rows, cols, keys, vals = self._compact(blk)
-            o = np.lexsort((cols, -keys, rows))
-            rows, cols, keys, vals = rows[o], cols[o], keys[o], vals[o]
-            cnt = np.bincount(rows, minlength=q1 - q0)
-            rank = np.arange(rows.size) - (np.cumsum(cnt) - cnt)[rows]
-            sel = rank < k
-            r, j = rows[sel] + q0, rank[sel]
-            self.best_k[r, j], self.best_i[r, j], self.best_s[r, j] = keys[sel], cols[sel], vals[sel]
+        """The top-k lists (every chunk fed has been resolved): keys in descending order,
+        ties to the lower case index."""
         return self.best_k, self.best_i, self.best_s
 
-    def _compact(self, blk: list) -> tuple[np.ndarray, ...]:
-        """The block's candidates reduced to those at or above their row's k-th key."""
-        rows, cols, keys, vals = (np.concatenate(z) for z in zip(*blk[4], strict=True))
-        ok = keys >= self.tau[blk[0] + rows]
-        if not ok.all():
-            rows, cols, keys, vals = rows[ok], cols[ok], keys[ok], vals[ok]
-        blk[4], blk[5] = [(rows, cols, keys, vals)], rows.size
-        return rows, cols, keys, vals
+    def _resolve(self, blk: list, s0: int, X: np.ndarray) -> None:
+        """Compute the float64 keys of the block's pending candidates (all from the chunk
+        ``X`` starting at case ``s0``) whose upper bound reaches their row's ``tau``, and
+        merge them into the exact top-k lists."""
+        if not blk[4]:
+            return
+        q0, q1 = blk[0], blk[1]
+        k = self.k
+        rows, cols, lo, hi, vals = (np.concatenate(z) for z in zip(*blk[4], strict=True))
+        blk[4], blk[5] = [], 0
+        ok = hi >= self.tau[q0 + rows]  # k cases have a key >= tau: below it, out
+        rows, cols, vals = rows[ok], cols[ok], vals[ok]
+        keys = lo[ok]
+        todo = np.flatnonzero(np.isnan(vals))  # float32 candidates: recompute in float64
+        if todo.size:
+            keys[todo], vals[todo] = self._exact(q0, rows[todo], cols[todo] - s0, X, s0)
+        old = self.best_i[q0:q1] >= 0
+        orow, ocol = np.nonzero(old)
+        rows = np.concatenate((orow, rows))
+        cols = np.concatenate((self.best_i[q0:q1][old], cols))
+        keys = np.concatenate((self.best_k[q0:q1][old], keys))
+        vals = np.concatenate((self.best_s[q0:q1][old], vals))
+        o = np.lexsort((cols, -keys, rows))  # by row, key descending, case index ascending
+        rows, cols, keys, vals = rows[o], cols[o], keys[o], vals[o]
+        cnt = np.bincount(rows, minlength=q1 - q0)
+        rank = np.arange(rows.size) - (np.cumsum(cnt) - cnt)[rows]
+        sel = rank < k
+        r, j = rows[sel] + q0, rank[sel]
+        self.best_k[q0:q1], self.best_i[q0:q1], self.best_s[q0:q1] = -np.inf, -1, 0.0
+        self.best_k[r, j], self.best_i[r, j], self.best_s[r, j] = keys[sel], cols[sel], vals[sel]
+        # nothing pending: the k largest lower bounds are the exact top-k keys
+        self.lo_k[q0:q1] = self.best_k[q0:q1]
+        self.tau[q0:q1] = self.best_k[q0:q1, k - 1]
 
     def _add(
-        self, blk: list, rows: np.ndarray, cols: np.ndarray, keys: np.ndarray, vals: np.ndarray
+        self,
+        blk: list,
+        rows: np.ndarray,
+        cols: np.ndarray,
+        lo: np.ndarray,
+        hi: np.ndarray,
+        vals: np.ndarray,
     ) -> None:
         """Record candidates of a block and raise its rows' thresholds at once.
 
         ``rows`` (ascending, local to the block), ``cols`` (case indices, all after those
-        seen before), float64 ``keys`` above the rows' thresholds, signed ``vals``. The
-        running top-k *keys* are kept exactly, so the threshold ``tau`` (the k-th key so
-        far) is fresh for the next sub-chunk; which cases hold them is decided once, at the
-        end, among the candidates kept (an entry at or below ``tau`` when seen has k earlier,
-        so lower-indexed, cases at or above its key and cannot enter the top k).
+        seen before), bounds ``lo <= key <= hi`` of their float64 keys, and their signed
+        values (NaN where only the float32 key is known). ``tau``, the k-th largest lower
+        bound so far, is raised for the next sub-chunk: k cases have a key of at least
+        ``tau``, so a later entry whose key cannot exceed it cannot enter the top k (ties go
+        to the lower case index).
         """
         if rows.size == 0:
             return
         q0, q1 = blk[0], blk[1]
         nq, k = q1 - q0, self.k
-        blk[4].append((rows, cols, keys, vals))
+        blk[4].append((rows, cols, lo, hi, vals))
         blk[5] += rows.size
         cnt = np.bincount(rows, minlength=nq)
         width = k + int(cnt.max())
         V = np.full((nq, width), -np.inf)
-        V[:, :k] = self.best_k[q0:q1]
-        V[rows, k + np.arange(rows.size) - (np.cumsum(cnt) - cnt)[rows]] = keys
+        V[:, :k] = self.lo_k[q0:q1]
+        V[rows, k + np.arange(rows.size) - (np.cumsum(cnt) - cnt)[rows]] = lo
         V.sort(axis=1)
-        self.best_k[q0:q1] = V[:, : -k - 1 : -1]
+        self.lo_k[q0:q1] = V[:, : -k - 1 : -1]
         self.tau[q0:q1] = V[:, -k]
-        if blk[5] > _COMPACT * nq * k:  # bound the memory of adversarial orders
-            self._compact(blk)
 
     def feed(self, s0: int, X: np.ndarray) -> None:
         """Rank the cases ``s0 .. s0 + len(X)`` (rows of ``X``) for every query."""
         c = self.c
         for s in range(0, X.shape[0], c):  # sub-chunks of c cases: no (len(X), h) temporaries
             Xs = X[s : s + c]
+            done = False
             if self.screen:
                 xn = np.sqrt(np.einsum("ch,ch->c", Xs, Xs))
                 scale = self.ymax * float(xn.max()) * max(self.rmax, 1e-300)
                 if 1e-20 < scale < 1e20 and self.rmax < 1e30:  # well inside float32's range
                     self._feed32(s0 + s, Xs, float(xn.max()))
-                    continue
-            self._feed64(s0 + s, Xs)
+                    done = True
+            if not done:
+                self._feed64(s0 + s, Xs)
+            for blk in self.blocks:  # bound the memory of adversarial orders
+                if blk[5] > _COMPACT * (blk[1] - blk[0]) * self.k:
+                    self._resolve(blk, s0, X)
+        for blk in self.blocks:
+            self._resolve(blk, s0, X)
 
     def _exact(
         self, q0: int, rows: np.ndarray, cols: np.ndarray, Xs: np.ndarray, gpos: int
@@ -1531,8 +1575,10 @@ class _TopKScan:
         ``M_i = (h + 8) u (|y_i| max_j |x_j| + |b_i|) max_j |r_j| + 1e-30`` per query (``u``
         float32's machine epsilon: conversion, products and sums of ``h`` terms), so every
         entry whose float64 key can exceed the query's threshold ``tau_i`` has a float32 key
-        above ``tau_i - M_i``. Those candidates are recomputed in float64 and only then
-        compared and merged: the result is the float64 top-k, found at float32 speed.
+        above ``tau_i - M_i``. Those candidates are kept with the bounds ``key32 -/+ M_i``
+        and recomputed in float64 by :meth:`_resolve` only if their upper bound still
+        reaches the threshold at the end of the chunk: the result is the float64 top-k,
+        found at float32 speed.
         """
         g, k, Rt, bias = _GROUP, self.k, self.Rt, self.bias
         h = self.Yt.shape[1]
@@ -1598,11 +1644,9 @@ class _TopKScan:
                 rows, cols = _above(K, thr, g)
                 if rows.size == 0:
                     continue
-            key64, val64 = self._exact(q0, rows, cols, Xs, gpos)
-            keep = key64 > self.tau[q0 + rows]
-            if not keep.all():
-                rows, cols, key64, val64 = rows[keep], cols[keep], key64[keep], val64[keep]
-            self._add(blk, rows, cols + gpos, key64, val64)
+            k32 = np.ravel(K)[rows * w + cols].astype(np.float64)
+            Mr = M[rows]
+            self._add(blk, rows, cols + gpos, k32 - Mr, k32 + Mr, np.full(rows.size, np.nan))
 
     def _feed64(self, s0: int, X: np.ndarray) -> None:
         """Rank the cases ``s0 .. s0 + len(X)`` in float64 throughout."""
@@ -1647,7 +1691,8 @@ class _TopKScan:
                     rows, cols = _above(K, self.tau[q0:q1], g)
                     if rows.size == 0:
                         continue
-                self._add(blk, rows, cols + gpos, K[rows, cols], B[rows, cols])
+                key = K[rows, cols]
+                self._add(blk, rows, cols + gpos, key, key, B[rows, cols])
 
 
 def _scan_block(

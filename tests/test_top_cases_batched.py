@@ -1,6 +1,7 @@
 """The batched path of ``CaseInfluence.top_cases`` (the fused, threaded scan with a float32
-screen, a group-maximum threshold on each query's first sub-chunk and exact running k-th
-keys): exact against a stable sort of the float64 contributions, whatever the data."""
+screen, a group-maximum threshold on each query's first sub-chunk, running thresholds from
+bounds on the float64 keys, and float64 recomputation of the survivors only): exact against a
+stable sort of the float64 contributions, whatever the data."""
 
 from __future__ import annotations
 
@@ -167,3 +168,39 @@ def test_query_order_does_not_change_a_bit():
     assert np.array_equal(got.contributions, base.contributions[perm])
     one = ci.top_cases(Q[acts == 1], np.ones(int((acts == 1).sum()), dtype=int), k=10)
     assert np.array_equal(one.indices, base.indices[acts == 1])
+
+
+def test_float64_recomputes_only_the_survivors_and_memory_stays_bounded(monkeypatch):
+    # the float32 candidates carry bounds; only those whose upper bound still reaches the
+    # final threshold are recomputed in float64 (about k per query on continuous data), and
+    # with every contribution tied at 0 (action 2) the pending lists are resolved whenever
+    # they exceed _COMPACT * queries * k, so they never hold the whole block
+    Phi, R, Q, acts = problem(7, 6000, 512)
+    R[:, 2] = 0.0
+    ci = CaseInfluence().fit(Phi, R)
+    k = 10
+    recomputed, pending = [], []
+    exact, add = influence_mod._TopKScan._exact, influence_mod._TopKScan._add
+
+    def count_exact(self, q0, rows, *a):
+        recomputed.append(rows.size)
+        return exact(self, q0, rows, *a)
+
+    def count_add(self, blk, *a):
+        add(self, blk, *a)
+        pending.append((blk[5], blk[1] - blk[0], self.c))
+
+    monkeypatch.setattr(influence_mod._TopKScan, "_exact", count_exact)
+    monkeypatch.setattr(influence_mod._TopKScan, "_add", count_add)
+    monkeypatch.setattr(CaseInfluence, "_threads", lambda self, m: 1)
+    ones = np.ones(512, dtype=np.intp)
+    got = ci.top_cases(Q, ones, k=k)
+    idx, _ = reference(ci, Q, ones, k, "abs")
+    np.testing.assert_array_equal(got.indices, idx)
+    assert sum(recomputed) <= 1.5 * k * 512  # the old per-block recompute needed ~3.5 k
+    recomputed.clear()
+    twos = np.full(512, 2)
+    got = ci.top_cases(Q, twos, k=k)
+    np.testing.assert_array_equal(got.indices, np.tile(np.arange(k), (512, 1)))
+    assert max(p for p, _, _ in pending) <= max(
+        influence_mod._COMPACT * nq * k + nq * c for _, nq, c in pending)
