@@ -171,7 +171,21 @@ class _QuietHandler(http.server.SimpleHTTPRequestHandler):
 
 
 @contextlib.contextmanager
-def _serve(folder: pathlib.Path) -> Iterator[str]:
+def serve_folder(folder: pathlib.Path) -> Iterator[str]:
+    """Serve ``folder`` over HTTP on 127.0.0.1 (a free port) for the duration.
+
+    Used by :func:`print_page` and by the browser tests (``tests/test_browser.py``).
+
+    Parameters
+    ----------
+    folder : pathlib.Path
+        The folder to serve (a built book's HTML).
+
+    Yields
+    ------
+    str
+        The base URL, ``http://127.0.0.1:<port>/``.
+    """
     handler = functools.partial(_QuietHandler, directory=str(folder))
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
@@ -181,6 +195,7 @@ def _serve(folder: pathlib.Path) -> Iterator[str]:
     finally:
         server.shutdown()
         server.server_close()
+        thread.join(timeout=10)
 
 
 def print_page(html: pathlib.Path, pdf: pathlib.Path, timeout_s: float = 600.0,
@@ -217,7 +232,7 @@ def print_page(html: pathlib.Path, pdf: pathlib.Path, timeout_s: float = 600.0,
     blocked: list[str] = []
     failed: list[str] = []
     page_name = printable_page(html).name
-    with _serve(html) as base, sync_playwright() as p:
+    with serve_folder(html) as base, sync_playwright() as p:
         browser = p.chromium.launch(executable_path=chromium)
         try:
             page = browser.new_page(viewport={"width": 1000, "height": 1400})

@@ -1,7 +1,8 @@
 """Browser test of the built book: every chapter page renders offline, without errors.
 
 Drives Debian's Chromium (``/usr/bin/chromium``) with Playwright against ``_build/html``
-served by :mod:`http.server` on 127.0.0.1. For every page of ``_toc.yml`` it checks that
+served by :mod:`http.server` on 127.0.0.1 (``serve_folder`` of ``scripts/print_pdf.py``). For
+every page of ``_toc.yml`` it checks that
 
 - the math was typeset by MathJax (``mjx-container`` elements, no TeX errors, no raw ``$$``
   or ``\\(`` left in the text),
@@ -27,12 +28,10 @@ The module is skipped when Chromium, Playwright or the built book is missing.
 
 from __future__ import annotations
 
-import functools
-import http.server
 import json
 import os
 import re
-import threading
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -139,23 +138,15 @@ INDEX_PAGE = "genindex"
 # ----------------------------------------------------------------------------- fixtures
 
 
-class _QuietHandler(http.server.SimpleHTTPRequestHandler):
-    def log_message(self, format: str, *args: object) -> None:  # noqa: A002
-        pass
-
-
 @pytest.fixture(scope="module")
 def base_url() -> Iterator[str]:
-    handler = functools.partial(_QuietHandler, directory=str(HTML))
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
+    sys.path.insert(0, str(ROOT / "scripts"))
     try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/"
+        from print_pdf import serve_folder  # the loopback server make pdf prints from
     finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=10)
+        sys.path.remove(str(ROOT / "scripts"))
+    with serve_folder(HTML) as url:
+        yield url
 
 
 @pytest.fixture(scope="module")
