@@ -374,7 +374,11 @@ def attribution_explorer(seed: int = 0, query: int = 0, k: int = 30, config=None
     import ipywidgets as widgets
 
     from .experiments import synthetic as syn
-    from .plots import plot_query_attributions, query_attribution_summary
+    from .plots import (
+        plot_query_attributions,
+        query_attribution_summary,
+        readable_attribution_summary,
+    )
 
     regions = syn.decision_regions(seed, resolution=resolution, config=config)
     data = regions.run.data
@@ -399,7 +403,7 @@ def attribution_explorer(seed: int = 0, query: int = 0, k: int = 30, config=None
         current = {"query": int(v["query"]), "action": int(df.attrs["action"]), "k": kk,
                    "table": table}
         fig = plot_query_attributions(df, k=kk, regions=regions)
-        return fig, table.round(3).to_html(), current
+        return fig, readable_attribution_summary(table, kk).to_html(), current
 
     qs, q0 = _margin_queries(data.U_test, int(query), static_queries)
     ks, k0 = _grid([kk for kk in static_k if 1 <= kk <= k_max], int(k))

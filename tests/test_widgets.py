@@ -249,6 +249,11 @@ def test_attribution_explorer_static_twin():
     assert margin[qs[0]] <= margin[qs[1]]
     assert len(frames) == 2 * 4 * 2
     assert all(png_width(f["png"]) <= 1000 for f in frames)
+    # the tables name their columns and rows as the text does, not by column keys
+    for f in frames:
+        assert "Top-" in f["text"] and "negative in top-" in f["text"]
+        assert "Pearson" in f["text"] and "ground truth" in f["text"]
+        assert "_" not in f["text"].replace("&lt;", "")
     # without further values of k, k is fixed in the static twin and has no control
     fixed = widgets.attribution_explorer(seed=0, query=2, k=10, config=small, resolution=11,
                                          static_queries=2)

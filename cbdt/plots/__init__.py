@@ -42,6 +42,7 @@ from .ch05_06_synthetic import (  # noqa: F401
     plot_synthetic_recovery,
     plot_weight_profiles,
     query_attribution_summary,
+    readable_attribution_summary,
 )
 from .ch07_pjm import (  # noqa: F401
     plot_alpha_distance,
@@ -121,6 +122,7 @@ __all__ = [
     "plot_whitened_coefficients",
     "problem_extent",
     "query_attribution_summary",
+    "readable_attribution_summary",
     "support_breakdown",
     "support_grid",
     "top_carrying_cases",

@@ -309,6 +309,28 @@ def query_attribution_summary(df, k=30):
     return pd.DataFrame(rows).set_index("method")
 
 
+def readable_attribution_summary(summary, k=30):
+    """:func:`query_attribution_summary` with the column and row labels a reader sees.
+
+    Parameters
+    ----------
+    summary : pandas.DataFrame
+        Output of :func:`query_attribution_summary` for the same ``k``.
+    k : int, default=30
+
+    Returns
+    -------
+    pandas.DataFrame
+        Rounded to 3 digits; columns ``Top-k``, ``negative in top-k``, ``Pearson``; the row
+        ``ground_truth`` named ``ground truth``.
+    """
+    return summary.round(3).rename(
+        columns={f"top{k}": f"Top-{k}", f"negative_in_top{k}": f"negative in top-{k}",
+                 "pearson": "Pearson"},
+        index={"ground_truth": "ground truth"},
+    )
+
+
 def plot_query_attributions(df, k=30, methods=None, regions=None, ncols=2):
     """Each method's top-k training cases for one query on the 2-D problem plane.
 
