@@ -49,7 +49,11 @@ def plot_scaling(df, exponents=None):
             ax.set_xscale("log")
             ax.set_yscale("log")
             ax.grid(True, which="major", alpha=0.3)
-            ax.legend(fontsize=8, loc="upper left")
+            # head room above the data (half its log range) for the legend, so the legend
+            # never covers a line: times grow with n and H, so the upper left stays empty
+            lo, hi = float(sub[col].min()), float(sub[col].max())
+            ax.set_ylim(lo / 1.5, hi * (hi / lo) ** 0.5)
+            ax.legend(fontsize=8, loc="upper left", framealpha=0.9)
             if j == 0:
                 ax.set_ylabel(what)
             if i == 1:
