@@ -10,6 +10,9 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 CONSTRAINTS := requirements/constraints.txt
+# notebooks re-run by nbval at once, each in its own worker (pytest-xdist, one notebook per
+# worker: --dist loadfile keeps a notebook's cells in order); 8 min instead of 11 on 2 cores
+NBVAL_WORKERS ?= 2
 TORCH_PIN := $(shell grep -E '^torch==' $(CONSTRAINTS))
 # stamps record what was installed; they are rebuilt when pyproject.toml or the pins change
 BOOK_STAMP := $(VENV)/.installed-book
@@ -62,7 +65,7 @@ unit: $(TEST_STAMP)
 
 nbval: $(TEST_STAMP)
 	$(BIN)/pytest --nbval notebooks/ --nbval-sanitize-with tests/nbval_sanitize.cfg \
-	  --nbval-cell-timeout=600 -p no:randomly -q
+	  --nbval-cell-timeout=600 -p no:randomly -q -n $(NBVAL_WORKERS) --dist loadfile
 
 book-strict: $(TEST_STAMP) _vendor/.complete
 	rm -rf _build/html _build/.doctrees
