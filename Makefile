@@ -14,6 +14,11 @@ CONSTRAINTS := requirements/constraints.txt
 # worker: --dist loadfile keeps a notebook's cells in order); 8 min instead of 11 on 2 cores
 NBVAL_WORKERS ?= 2
 TORCH_PIN := $(shell grep -E '^torch==' $(CONSTRAINTS))
+# where pip finds that torch: empty = pip's own configuration (here a CPU build on local
+# disk); elsewhere on Linux, PyPI's torch is a CUDA build of several GB, so pass
+# TORCH_INDEX=https://download.pytorch.org/whl/cpu for the CPU build
+TORCH_INDEX ?=
+TORCH_INSTALL = $(BIN)/pip install --quiet $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX)) "$(TORCH_PIN)"
 # stamps record what was installed; they are rebuilt when pyproject.toml or the pins change
 BOOK_STAMP := $(VENV)/.installed-book
 TEST_STAMP := $(VENV)/.installed-test
@@ -34,12 +39,12 @@ $(BIN)/python:
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
 $(BOOK_STAMP): pyproject.toml $(CONSTRAINTS) | $(BIN)/python
-	$(BIN)/pip install --quiet "$(TORCH_PIN)"
+	$(TORCH_INSTALL)
 	$(BIN)/pip install --quiet -c $(CONSTRAINTS) -e ".[book,scale]"
 	touch $@
 
 $(TEST_STAMP): pyproject.toml $(CONSTRAINTS) | $(BIN)/python
-	$(BIN)/pip install --quiet "$(TORCH_PIN)"
+	$(TORCH_INSTALL)
 	$(BIN)/pip install --quiet -c $(CONSTRAINTS) -e ".[book,test,scale]"
 	touch $@ $(BOOK_STAMP)
 
