@@ -21,30 +21,30 @@ Load standardisation
 State (what is known when the bid for hour t is made)
     ``window`` standardised lagged loads :math:`z_{t-24}, \\dots, z_{t-1}` (columns
     ``load_lag_24 ... load_lag_1``), and three calendar features of the hour label ``t``:
-    ``hour_sin`` :math:`=\\sin(2\\pi h_t/24)`, ``hour_cos`` :math:`=\\cos(2\\pi h_t/24)` and
+    ``hour_sin`` :math:`=\\sin(2\\pi \\mathrm{hr}_t/24)`, ``hour_cos`` :math:`=\\cos(2\\pi \\mathrm{hr}_t/24)` and
     ``weekend`` (1 on Saturday and Sunday). The load of hour ``t`` itself is *not* in the
     state: the decision is taken before it is known (no look-ahead).
 Market model (synthetic, seeded, convex in load)
-    .. math:: \\mathrm{pr}_t = P_0 \\exp\\bigl(\\gamma z_t + \\sigma\\varepsilon_t - \\sigma^2/2\\bigr),
+    .. math:: \\mathrm{pr}_t = P_0 \\exp\\bigl(\\zeta z_t + \\sigma\\varepsilon_t - \\sigma^2/2\\bigr),
               \\qquad \\varepsilon_t \\overset{iid}{\\sim} N(0, 1),
 
-    so :math:`E[\\mathrm{pr}_t \\mid \\mathrm{load}_t] = P_0 e^{\\gamma z_t}`, an exponential "merit-order" curve that
-    is convex in the load. Defaults :math:`P_0 = 35` $/MWh, :math:`\\gamma = 0.45` per
+    so :math:`E[\\mathrm{pr}_t \\mid \\mathrm{load}_t] = P_0 e^{\\zeta z_t}`, an exponential "merit-order" curve that
+    is convex in the load. Defaults :math:`P_0 = 35` $/MWh, :math:`\\zeta = 0.45` per
     training standard deviation of load, :math:`\\sigma = 0.15`;
     ``numpy.random.default_rng(seed)`` draws :math:`\\varepsilon`.
 Strategies (offers into a uniform-price market)
-    Strategy ``a`` offers :math:`q_a` MWh at offer price :math:`\\mathrm{bid}_a`; it clears when
-    :math:`\\mathrm{pr}_t \\ge \\mathrm{bid}_a` and then earns :math:`q_a(\\mathrm{pr}_t - c)` (marginal cost :math:`c`); an
-    offer that does not clear pays a standby cost :math:`\\kappa q_a`. Returns are in units of
+    Strategy ``a`` offers :math:`o_a` MWh at offer price :math:`\\mathrm{bid}_a`; it clears when
+    :math:`\\mathrm{pr}_t \\ge \\mathrm{bid}_a` and then earns :math:`o_a(\\mathrm{pr}_t - \\mathrm{mc})` (marginal cost :math:`\\mathrm{mc}`); an
+    offer that does not clear pays a standby cost :math:`\\xi o_a`. Returns are in units of
     $10,000:
 
-    .. math:: r_t(a) = \\frac{1}{10^4}\\begin{cases} q_a (\\mathrm{pr}_t - c) & \\mathrm{pr}_t \\ge \\mathrm{bid}_a \\\\
-              -\\kappa q_a & \\mathrm{pr}_t < \\mathrm{bid}_a \\end{cases}
+    .. math:: r_t(a) = \\frac{1}{10^4}\\begin{cases} o_a (\\mathrm{pr}_t - \\mathrm{mc}) & \\mathrm{pr}_t \\ge \\mathrm{bid}_a \\\\
+              -\\xi o_a & \\mathrm{pr}_t < \\mathrm{bid}_a \\end{cases}
 
-    with :math:`q = (100, 200, 400)` MWh for conservative / moderate / aggressive,
-    :math:`\\kappa = 2` $/MWh, :math:`c` = the 5 % quantile of the training prices,
-    :math:`\\mathrm{bid}_0 = c` (the conservative strategy offers at cost) and :math:`\\mathrm{bid}_1, \\mathrm{bid}_2` = the
-    1/3 and 2/3 quantiles of the training prices. Because :math:`q_0 < q_1 < q_2`, the
+    with :math:`o = (100, 200, 400)` MWh for conservative / moderate / aggressive,
+    :math:`\\xi = 2` $/MWh, :math:`\\mathrm{mc}` = the 5 % quantile of the training prices,
+    :math:`\\mathrm{bid}_0 = \\mathrm{mc}` (the conservative strategy offers at cost) and :math:`\\mathrm{bid}_1, \\mathrm{bid}_2` = the
+    1/3 and 2/3 quantiles of the training prices. Because :math:`o_0 < o_1 < o_2`, the
     case-optimal action :math:`a_t^* = \\arg\\max_a r_t(a)` is conservative below
     :math:`\\mathrm{bid}_1`, moderate on :math:`[\\mathrm{bid}_1, \\mathrm{bid}_2)` and aggressive from :math:`\\mathrm{bid}_2` on: the
     offer prices are the break-even prices, and each action is ex-post optimal in one third
@@ -86,18 +86,18 @@ class MarketModel:
     base_price : float, default 35.0
         :math:`P_0`, $/MWh: the median price at the training-mean load.
     load_slope : float, default 0.45
-        :math:`\\gamma`: log-price increase per training standard deviation of load.
+        :math:`\\zeta`: log-price increase per training standard deviation of load.
     noise_sd : float, default 0.15
         :math:`\\sigma`: standard deviation of the log-price noise.
     quantities : tuple of float, default (100, 200, 400)
-        Offered MWh :math:`q_a` of conservative, moderate, aggressive (increasing).
+        Offered MWh :math:`o_a` of conservative, moderate, aggressive (increasing).
     cost_quantile : float, default 0.05
-        Marginal cost :math:`c` as a quantile of the training prices.
+        Marginal cost :math:`\\mathrm{mc}` as a quantile of the training prices.
     breakeven_quantiles : tuple of float, default (1/3, 2/3)
         Offer prices :math:`\\mathrm{bid}_1, \\mathrm{bid}_2` of moderate and aggressive as quantiles of the training
         prices (the break-even prices between neighbouring strategies).
     standby_cost : float, default 2.0
-        :math:`\\kappa`, $/MWh offered, paid when an offer does not clear.
+        :math:`\\xi`, $/MWh offered, paid when an offer does not clear.
     return_unit : float, default 1e4
         Returns are reported in units of this many dollars.
     """
@@ -154,9 +154,9 @@ class BiddingProblem:
     load_mean, load_sd : float
         Training mean and standard deviation of the load, MW.
     cost : float
-        Marginal cost :math:`c`, $/MWh.
+        Marginal cost :math:`\\mathrm{mc}`, $/MWh.
     offer_prices : ndarray of shape (3,)
-        :math:`(\\mathrm{bid}_0, \\mathrm{bid}_1, \\mathrm{bid}_2)`, $/MWh; :math:`\\mathrm{bid}_0 = c`.
+        :math:`(\\mathrm{bid}_0, \\mathrm{bid}_1, \\mathrm{bid}_2)`, $/MWh; :math:`\\mathrm{bid}_0 = \\mathrm{mc}`.
     market : MarketModel
     seed : int
         Seed of the price noise.
@@ -252,7 +252,7 @@ def state_features(
 
 
 def market_prices(z: np.ndarray, eps: np.ndarray, market: MarketModel) -> np.ndarray:
-    """:math:`\\mathrm{pr}_t = P_0 \\exp(\\gamma z_t + \\sigma\\varepsilon_t - \\sigma^2/2)`, $/MWh."""
+    """:math:`\\mathrm{pr}_t = P_0 \\exp(\\zeta z_t + \\sigma\\varepsilon_t - \\sigma^2/2)`, $/MWh."""
     z = np.asarray(z, dtype=float)
     eps = np.asarray(eps, dtype=float)
     s = market.noise_sd
@@ -260,7 +260,7 @@ def market_prices(z: np.ndarray, eps: np.ndarray, market: MarketModel) -> np.nda
 
 
 def offer_prices(train_prices: np.ndarray, market: MarketModel) -> tuple[float, np.ndarray]:
-    """Marginal cost :math:`c` and offer prices :math:`(\\mathrm{bid}_0, \\mathrm{bid}_1,
+    """Marginal cost :math:`\\mathrm{mc}` and offer prices :math:`(\\mathrm{bid}_0, \\mathrm{bid}_1,
     \\mathrm{bid}_2)` from training prices."""
     p = np.asarray(train_prices, dtype=float)
     c = float(np.quantile(p, market.cost_quantile))

@@ -194,19 +194,20 @@ def expected_returns(
 ) -> np.ndarray:
     """Expected returns :math:`E[r_t(a) \\mid \\mathrm{load}_t]` of the three strategies, shape (n, 3).
 
-    With :math:`\\mathrm{pr} = P_0 e^{\\gamma z + \\sigma\\varepsilon - \\sigma^2/2}` and
-    :math:`m = P_0 e^{\\gamma z}` (the conditional mean price), for an offer price
+    With :math:`\\mathrm{pr} = P_0 e^{\\zeta z + \\sigma\\varepsilon - \\sigma^2/2}` and
+    :math:`\\bar p = P_0 e^{\\zeta z}` (the conditional mean price; :math:`F` is the standard normal
+    distribution function), for an offer price
     :math:`\\mathrm{bid}`,
 
     .. math:: P(\\mathrm{pr} \\ge \\mathrm{bid})
-              = \\Phi\\Bigl(\\frac{\\ln(m/\\mathrm{bid}) - \\sigma^2/2}{\\sigma}\\Bigr),
+              = F\\Bigl(\\frac{\\ln(\\bar p/\\mathrm{bid}) - \\sigma^2/2}{\\sigma}\\Bigr),
               \\qquad E[\\mathrm{pr}\\,\\mathbf 1\\{\\mathrm{pr} \\ge \\mathrm{bid}\\}] =
-              m\\,\\Phi\\Bigl(\\frac{\\ln(m/\\mathrm{bid}) + \\sigma^2/2}{\\sigma}\\Bigr),
+              \\bar p\\,F\\Bigl(\\frac{\\ln(\\bar p/\\mathrm{bid}) + \\sigma^2/2}{\\sigma}\\Bigr),
 
-    and :math:`E[r(a)] = \\bigl(q_a(E[\\mathrm{pr}\\,\\mathbf 1\\{\\mathrm{pr} \\ge \\mathrm{bid}_a\\}]
-    - c\\,P(\\mathrm{pr} \\ge \\mathrm{bid}_a)) - \\kappa q_a (1 - P(\\mathrm{pr} \\ge \\mathrm{bid}_a))\\bigr)
+    and :math:`E[r(a)] = \\bigl(o_a(E[\\mathrm{pr}\\,\\mathbf 1\\{\\mathrm{pr} \\ge \\mathrm{bid}_a\\}]
+    - \\mathrm{mc}\\,P(\\mathrm{pr} \\ge \\mathrm{bid}_a)) - \\xi o_a (1 - P(\\mathrm{pr} \\ge \\mathrm{bid}_a))\\bigr)
     / \\text{unit}`. With :math:`\\sigma = 0` the
-    price is :math:`m` and the indicator is deterministic.
+    price is :math:`\\bar p` and the indicator is deterministic.
 
     Parameters
     ----------
