@@ -47,24 +47,27 @@ def _explorer_class() -> type:
             children: Sequence[Any],
             *,
             out: Any,
-            read: Callable[[], dict[str, Any]],
+            inputs: dict[str, tuple[Any, Callable[[Any], Any]]],
             frame: Callable[[dict[str, Any]], tuple[Any, str, dict[str, Any]]],
             static_controls: Sequence[Control],
             title: str,
-            watch: Sequence[Any],
         ) -> None:
             super().__init__(list(children))
             self._out = out
-            self._read = read
+            self._inputs = dict(inputs)  # name -> (widget, type of its value)
             self._frame = frame
             self.static_controls = list(static_controls)
             self.title = title
             self.current: dict[str, Any] = {}
             self._static: str | None = None
             self._frames: list[Any] | None = None
-            for w in watch:
+            for w, _ in self._inputs.values():
                 w.observe(self._render, names="value")
             self._render()
+
+        def _read(self) -> dict[str, Any]:
+            """The live control values, by the names the frame function reads."""
+            return {name: cast(w.value) for name, (w, cast) in self._inputs.items()}
 
         def _render(self, *_: Any) -> None:
             import matplotlib.pyplot as plt
@@ -256,12 +259,10 @@ def cbdt_explorer(
     return _explorer_class()(
         [widgets.VBox([h_slider, x_slider, y_slider]), out],
         out=out,
-        read=lambda: {"bandwidth": float(h_slider.value), "p1": float(x_slider.value),
-                      "p2": float(y_slider.value)},
+        inputs={"bandwidth": (h_slider, float), "p1": (x_slider, float), "p2": (y_slider, float)},
         frame=frame,
         static_controls=controls,
         title="CBDT explorer: bandwidth and query problem",
-        watch=[h_slider, x_slider, y_slider],
     )
 
 
@@ -323,11 +324,10 @@ def invariance_explorer(Phi, R, queries, seed: int = 0, cond: float = 100.0,
     return _explorer_class()(
         [widgets.VBox([c_slider, l_slider]), out],
         out=out,
-        read=lambda: {"cond": float(c_slider.value), "lam_rel": float(l_slider.value)},
+        inputs={"cond": (c_slider, float), "lam_rel": (l_slider, float)},
         frame=frame,
         static_controls=controls,
         title="Invariance explorer: condition number and ridge strength",
-        watch=[c_slider, l_slider],
     )
 
 
@@ -417,12 +417,10 @@ def attribution_explorer(seed: int = 0, query: int = 0, k: int = 30, config=None
     return _explorer_class()(
         [widgets.VBox([q_slider, a_drop, k_slider]), out],
         out=out,
-        read=lambda: {"query": int(q_slider.value), "action": int(a_drop.value),
-                      "k": int(k_slider.value)},
+        inputs={"query": (q_slider, int), "action": (a_drop, int), "k": (k_slider, int)},
         frame=frame,
         static_controls=controls,
         title="Attribution explorer: test query, explained action and k",
-        watch=[q_slider, a_drop, k_slider],
     )
 
 
@@ -521,9 +519,8 @@ def pjm_audit_explorer(run, index=None, static_hours: int = 7):
     return _explorer_class()(
         [slider, out],
         out=out,
-        read=lambda: {"index": int(slider.value)},
+        inputs={"index": (slider, int)},
         frame=frame,
         static_controls=controls,
         title="PJM audit explorer: test hour",
-        watch=[slider],
     )
