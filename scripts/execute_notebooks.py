@@ -3,8 +3,9 @@
 Usage: python scripts/execute_notebooks.py [--write-claims] notebooks/01_cbdt_theory.ipynb [...]
 
 Runs each notebook top to bottom with a per-cell timeout (a run without one once hung),
-stores widget state (so the HTML book can render the widgets), and strips the per-cell
-execution timestamps that would otherwise change on every run.
+stores widget state (so the HTML book can render the widgets) without the Output widgets'
+last renders (:func:`drop_output_widget_renders`), and strips the per-cell execution
+timestamps that would otherwise change on every run.
 """
 
 from __future__ import annotations
@@ -34,10 +35,30 @@ def execute(path: pathlib.Path, timeout: int) -> float:
     elapsed = time.perf_counter() - t0
     for cell in nb.cells:
         cell.metadata.pop("execution", None)
+    drop_output_widget_renders(nb)
     nb.metadata["kernelspec"] = {"display_name": "Python 3", "language": "python", "name": "python3"}
     nbformat.validate(nb)
     nbformat.write(nb, path)
     return elapsed
+
+
+def drop_output_widget_renders(nb: nbformat.NotebookNode) -> int:
+    """Empty the stored ``outputs`` of every ``Output`` widget in the notebook's widget state.
+
+    An explorer's live view renders into an ``Output`` widget, and the stored state kept a copy
+    of its last render (a PNG). The book shows the explorer's static twin (``text/html``) and
+    a kernel renders the live view afresh, so that copy only doubled the size of the
+    notebook. The widget models themselves stay, so a front end that restores stored widgets
+    still finds them. Returns the number of Output widgets emptied.
+    """
+    state = (nb.metadata.get("widgets", {})
+             .get("application/vnd.jupyter.widget-state+json", {}).get("state", {}))
+    emptied = 0
+    for model in state.values():
+        if model.get("model_name") == "OutputModel" and model.get("state", {}).get("outputs"):
+            model["state"]["outputs"] = []
+            emptied += 1
+    return emptied
 
 
 def main(argv: list[str] | None = None) -> int:
