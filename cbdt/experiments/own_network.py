@@ -50,7 +50,7 @@ from torch import nn
 from .. import torch as ct
 from .._validation import as_float_matrix
 from ..exceptions import InputError, RankDeficientError
-from ..models import set_determinism
+from ..models import set_determinism, torch_dtype
 from ..returns import _labels, returns_from_labels
 from .classifier import split_indices
 
@@ -97,6 +97,11 @@ class OwnNetworkConfig:
     seed : int, default=0
         Seeds the initialisation and the minibatch order (through
         :func:`cbdt.models.set_determinism`, one torch thread).
+    dtype : {"float64", "float32"}, default="float64"
+        Precision of the network and its training. The book trains in float64 so that its
+        printed results are the same on every CPU (float32 training took other paths on
+        other vector units and moved the fourth digit); most users' networks are float32,
+        which :mod:`cbdt.torch` audits the same way.
     """
 
     hidden: tuple[int, ...] = (64, 32)
@@ -106,6 +111,7 @@ class OwnNetworkConfig:
     batch_size: int = 50
     lr: float = 3e-3
     seed: int = 0
+    dtype: Literal["float64", "float32"] = "float64"
 
 
 class DigitsSplit(NamedTuple):
@@ -174,6 +180,7 @@ def _check_config(cfg: OwnNetworkConfig | None) -> OwnNetworkConfig:
     _positive_int("batch_size", cfg.batch_size)
     if not (isinstance(cfg.lr, numbers.Real) and cfg.lr > 0):
         raise InputError(f"lr must be > 0, got {cfg.lr!r}.")
+    torch_dtype(cfg.dtype)  # raises for anything but "float64" / "float32"
     return cfg
 
 
@@ -202,7 +209,8 @@ def load_digits_split(n_train: int = 1000, seed: int = 0) -> DigitsSplit:
 
 
 def make_mlp(d_in: int, n_classes: int, hidden: Sequence[int] = (64, 32),
-             activation: Literal["tanh", "relu"] = "tanh") -> nn.Sequential:
+             activation: Literal["tanh", "relu"] = "tanh",
+             dtype: torch.dtype = torch.float32) -> nn.Sequential:
     """``Linear -> act`` per hidden width, then a linear head with one output per class.
 
     Parameters
@@ -213,6 +221,8 @@ def make_mlp(d_in: int, n_classes: int, hidden: Sequence[int] = (64, 32),
         Outputs of the head (one score per action).
     hidden : sequence of int, default=(64, 32)
     activation : {"tanh", "relu"}, default="tanh"
+    dtype : torch.dtype, default=torch.float32
+        The layers' dtype; PyTorch's default initialisation is drawn in it.
 
     Returns
     -------
@@ -224,10 +234,10 @@ def make_mlp(d_in: int, n_classes: int, hidden: Sequence[int] = (64, 32),
     layers: list[nn.Module] = []
     prev = _positive_int("d_in", d_in)
     for h in hidden:
-        layers += [nn.Linear(prev, _positive_int("every hidden width", h)),
+        layers += [nn.Linear(prev, _positive_int("every hidden width", h), dtype=dtype),
                    _ACTIVATIONS[activation]()]
         prev = int(h)
-    layers.append(nn.Linear(prev, _positive_int("n_classes", n_classes)))
+    layers.append(nn.Linear(prev, _positive_int("n_classes", n_classes), dtype=dtype))
     return nn.Sequential(*layers)
 
 
@@ -243,7 +253,7 @@ def train_mlp(X: Any, y: Any, config: OwnNetworkConfig | None = None,
     Parameters
     ----------
     X : array-like of shape (n, d)
-        Inputs (float32 is what the network computes in).
+        Inputs, cast to ``config.dtype`` (what the network computes in).
     y : array-like of int of shape (n,)
         Class labels ``0..C-1``.
     config : OwnNetworkConfig, optional
@@ -255,17 +265,18 @@ def train_mlp(X: Any, y: Any, config: OwnNetworkConfig | None = None,
     TrainedMLP
     """
     cfg = _check_config(config)
-    Xa = as_float_matrix("X", X).astype(np.float32)
+    tdt, ndt = torch_dtype(cfg.dtype)
+    Xa = as_float_matrix("X", X).astype(ndt)
     lab = _labels(y)
     if Xa.shape[0] != lab.size:
         raise InputError(f"X has {Xa.shape[0]} rows but y has {lab.size} labels.")
     C = int(lab.max()) + 1 if n_classes is None else _positive_int("n_classes", n_classes)
     set_determinism(int(cfg.seed))
-    model = make_mlp(Xa.shape[1], C, cfg.hidden, cfg.activation)
+    model = make_mlp(Xa.shape[1], C, cfg.hidden, cfg.activation, dtype=tdt)
     opt = torch.optim.Adam(model.parameters(), lr=float(cfg.lr))
     gen = torch.Generator().manual_seed(int(cfg.seed))
     Xt, yt = torch.as_tensor(Xa), torch.as_tensor(lab)
-    Rt = torch.as_tensor(returns_from_labels(lab, C), dtype=torch.float32)
+    Rt = torch.as_tensor(returns_from_labels(lab, C), dtype=tdt)
     n = Xt.shape[0]
     losses = np.empty(cfg.epochs)
     model.train()
@@ -413,7 +424,8 @@ def network_scores(model: nn.Module, X: Any) -> np.ndarray:
     -------
     ndarray of shape (m, |A|)
     """
-    Xt = torch.as_tensor(np.asarray(X), dtype=torch.float32)
+    p = next(iter(model.parameters()), None)
+    Xt = torch.as_tensor(np.asarray(X), dtype=p.dtype if p is not None else torch.float32)
     was = model.training
     model.eval()
     try:
@@ -439,7 +451,8 @@ def prop1_residual(model: nn.Module, probe: ct.TorchCaseInfluence, X: Any) -> di
         ``network``: :math:`\\max_{x, a} |Q_{nn}(x, a) - \\sum_i \\alpha_i(x) r_i(a)|`
         (network in its own precision, :math:`\\alpha R` in float64); ``probe``: the same for
         the probe's scores :math:`\\varphi(x)^\\top v_a + b_a` (float64); ``scale``:
-        :math:`\\max |Q|`; ``float32_eps``: the unit roundoff of float32 times ``scale``.
+        :math:`\\max |Q|`; ``eps``: the machine epsilon of the network's dtype times ``scale``
+        (the size of one rounding of the largest score); ``dtype``: that dtype's name.
     """
     phi = probe.phi(X)
     aR = probe.coefficients(phi) @ probe.returns_
@@ -448,11 +461,14 @@ def prop1_residual(model: nn.Module, probe: ct.TorchCaseInfluence, X: Any) -> di
         raise InputError(f"the model gives {Q_net.shape[1]} scores per input, the probe "
                          f"{aR.shape[1]}.")
     scale = float(np.abs(aR).max())
+    p = next(iter(model.parameters()), None)
+    dt = p.dtype if p is not None else torch.float32
     return {
         "network": float(np.abs(Q_net - aR).max()),
         "probe": float(np.abs(probe.scores(phi) - aR).max()),
         "scale": scale,
-        "float32_eps": float(np.finfo(np.float32).eps) * scale,
+        "eps": float(torch.finfo(dt).eps) * scale,
+        "dtype": str(dt).removeprefix("torch."),
     }
 
 
