@@ -1,6 +1,7 @@
 # cbdt: two commands do all set-up on a fresh machine.
 #   make book   create .venv (first use), install -e .[book,scale], build the HTML book into _build/html
-#   make test   create/update .venv with .[book,test,scale], run every test (unit, property, nbval, book -W, browser)
+#   make test   create/update .venv with .[book,test,scale], run every test (unit, property, nbval,
+#               portability on generic kernels, book -W, browser)
 #   make pdf    print the whole book to _build/pdf/cbdt-book.pdf (Chromium, offline)
 #   make lab    open the notebooks in JupyterLab
 #   make bench  run the speed benchmarks
@@ -13,6 +14,17 @@ CONSTRAINTS := requirements/constraints.txt
 # notebooks re-run by nbval at once, each in its own worker (pytest-xdist, one notebook per
 # worker: --dist loadfile keeps a notebook's cells in order); 8 min instead of 11 on 2 cores
 NBVAL_WORKERS ?= 2
+# torch's and OpenBLAS's generic kernels: the stand-in for a CPU with other vector units
+# (AVX-512, AVX2, SSE, NEON add in other orders); see TESTING.md
+GENERIC_KERNELS := ATEN_CPU_CAPABILITY=default OPENBLAS_CORETYPE=Prescott
+# the chapters re-run on generic kernels by nbval in `make portability`: those that print
+# rounding-level numbers or trained results and run in seconds; the long chapters' networks are
+# covered by tests/test_portability.py (one seed of every network the book trains)
+PORTABLE_NOTEBOOKS := notebooks/02_proposition1.ipynb notebooks/03_invariance_whitening.ipynb \
+  notebooks/04_audit_signals.ipynb notebooks/05_synthetic_recovery.ipynb \
+  notebooks/11_audit_your_network.ipynb
+NBVAL = $(BIN)/pytest --nbval --nbval-sanitize-with tests/nbval_sanitize.cfg \
+  --nbval-cell-timeout=600 -p no:randomly -q -n $(NBVAL_WORKERS) --dist loadfile
 TORCH_PIN := $(shell grep -E '^torch==' $(CONSTRAINTS))
 # where pip finds that torch: empty = pip's own configuration (here a CPU build on local
 # disk); elsewhere on Linux, PyPI's torch is a CUDA build of several GB, so pass
@@ -25,11 +37,12 @@ TEST_STAMP := $(VENV)/.installed-test
 JB := $(BIN)/jupyter-book
 export PYTHONHASHSEED := 0
 
-.PHONY: book test unit nbval book-strict browser lint lab bench vendor pdf clean help
+.PHONY: book test unit nbval portability portability-reference book-strict browser lint lab bench \
+  vendor pdf clean help
 
 help:
 	@echo "make book   build the HTML book (creates .venv on first use)"
-	@echo "make test   run every test: unit + property, nbval, strict book build, browser"
+	@echo "make test   run every test: unit + property, nbval, portability, strict book build, browser"
 	@echo "make pdf    print the whole book to one PDF, _build/pdf/cbdt-book.pdf"
 	@echo "make lab    open JupyterLab on notebooks/"
 	@echo "make bench  run benchmarks/"
@@ -66,11 +79,24 @@ lint: $(TEST_STAMP)
 	$(BIN)/ruff check cbdt tests benchmarks scripts
 
 unit: $(TEST_STAMP)
-	$(BIN)/pytest tests -m "not browser" --ignore=tests/test_browser.py -q
+	$(BIN)/pytest tests -m "not browser and not portability" --ignore=tests/test_browser.py -q
 
 nbval: $(TEST_STAMP)
-	$(BIN)/pytest --nbval notebooks/ --nbval-sanitize-with tests/nbval_sanitize.cfg \
-	  --nbval-cell-timeout=600 -p no:randomly -q -n $(NBVAL_WORKERS) --dist loadfile
+	$(NBVAL) notebooks/
+
+# the stored outputs are what another CPU computes: every network the book trains (one seed
+# each) against tests/portability_reference.json, and the short chapters' notebooks by nbval,
+# all on generic kernels
+portability: $(TEST_STAMP)
+	$(GENERIC_KERNELS) $(BIN)/pytest tests/test_portability.py -m portability -p no:randomly \
+	  -q -rA -n $(NBVAL_WORKERS)
+	$(GENERIC_KERNELS) $(NBVAL) $(PORTABLE_NOTEBOOKS)
+
+# rewrite tests/portability_reference.json on this machine's native kernels (after an intended
+# change of a trained result, together with re-executing the notebooks)
+portability-reference: $(TEST_STAMP)
+	CBDT_WRITE_PORTABILITY=1 $(BIN)/pytest tests/test_portability.py -m portability \
+	  -p no:randomly -q -n 0
 
 book-strict: $(TEST_STAMP) _vendor/.complete
 	rm -rf _build/html _build/.doctrees
@@ -90,7 +116,7 @@ pdf: $(TEST_STAMP) _vendor/.complete
 	  echo "make pdf needs /usr/bin/chromium (apt-get install -y chromium)"; exit 1; fi
 	$(BIN)/python scripts/print_pdf.py
 
-test: lint unit nbval book-strict browser
+test: lint unit nbval portability book-strict browser
 	@echo "make test: all checks passed"
 
 lab: $(BOOK_STAMP)

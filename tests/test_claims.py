@@ -62,6 +62,49 @@ def test_report_checks_then_writes(tmp_path, monkeypatch):
         claims.report(_chapter(value="0.872"), directory=tmp_path)
 
 
+def _trained(value="0.871", support="0.999", status="agrees", tolerance=1):
+    return ChapterClaims(
+        "07", "PJM", "notebooks/07_pjm_audit",
+        [Claim("agreement", "0.959", f"${value}\\pm0.011$ (2921 of 3358)", status, "why"),
+         Claim("support", "strong", support, "agrees in shape")],
+        tolerance=tolerance,
+    )
+
+
+def test_report_accepts_a_crossed_rounding_boundary_within_the_chapter_tolerance(
+        tmp_path, monkeypatch):
+    monkeypatch.setenv(claims.WRITE_ENV, "1")
+    stored = _trained()
+    claims.report(stored, directory=tmp_path)
+    monkeypatch.delenv(claims.WRITE_ENV)
+    assert json.loads((tmp_path / "07.json").read_text(encoding="utf-8"))["tolerance"] == 1
+    # one unit of the last printed digit, in any number: the same result; the stored rows are shown
+    for moved in (_trained(value="0.872"), _trained(value="0.870"), _trained(support="0.998")):
+        assert claims.report(moved, directory=tmp_path) == stored
+    # two units, a changed count beyond one, another verdict or other words: a moved result
+    for moved, what in ((_trained(value="0.873"), "0.873"),
+                        (_trained(support="1.001"), "1.001"),
+                        (_trained(status="differs"), "differs"),
+                        (_trained(value="0.87"), "0.87")):
+        with pytest.raises(ClaimsOutOfDate, match="tolerance of 1 unit"):
+            claims.report(moved, directory=tmp_path)
+    # an exact chapter (tolerance 0) accepts no difference at all
+    monkeypatch.setenv(claims.WRITE_ENV, "1")
+    claims.report(_trained(tolerance=0), directory=tmp_path)
+    monkeypatch.delenv(claims.WRITE_ENV)
+    with pytest.raises(ClaimsOutOfDate):
+        claims.report(_trained(value="0.872", tolerance=0), directory=tmp_path)
+    # nor does a chapter whose tolerance differs from the stored one
+    with pytest.raises(ClaimsOutOfDate):
+        claims.report(_trained(value="0.872", tolerance=1), directory=tmp_path)
+
+
+def test_tolerance_must_be_a_count_of_digits():
+    for bad in (-1, 0.5, True):
+        with pytest.raises(ValueError, match="tolerance"):
+            _trained(tolerance=bad)
+
+
 def test_report_outside_a_checkout_only_displays(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     assert claims.claims_dir() is None

@@ -181,12 +181,50 @@ def test_one_dimensional_returns(toy):
         {"batch_size": 0},
         {"weight_decay": -1.0},
         {"n_checkpoints": 0},
+        {"dtype": "float16"},
+        {"dtype": np.float64},
     ],
 )
 def test_bad_parameters(toy, kwargs):
     X, R, _ = toy
     with pytest.raises(InputError):
         CaseNetwork(**kwargs).fit(X, R)
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_network_computes_in_its_dtype(toy, dtype):
+    X, R, Xt = toy
+    net = CaseNetwork(hidden=(8,), epochs=20, n_checkpoints=2, seed=1, dtype=dtype).fit(X, R)
+    want = getattr(torch, dtype)
+    assert all(p.dtype == want for p in net.module_.parameters())
+    assert all(v.dtype == want for ck in net.checkpoints_ for v in ck.state.values())
+    assert net.predict(Xt).dtype == np.float64  # returned as float64 whatever the dtype
+    assert "dtype=" in repr(net)
+
+
+def test_float64_initialisation_is_pytorch_default_drawn_in_float64(toy):
+    X, R, _ = toy
+    net = CaseNetwork(hidden=(16, 8), epochs=1, n_checkpoints=1, lr=1e-12, seed=7).fit(X, R)
+    set_determinism(7)
+    first = torch.nn.Linear(2, 16, dtype=torch.float64)  # the first layer PyTorch would draw
+    w = net.module_.body[0].weight.detach()
+    assert torch.allclose(w, first.weight.detach(), rtol=0, atol=1e-9)  # one Adam step of 1e-12
+    # a float64 draw is not a widened float32 draw: its values use all 53 bits
+    assert (w != w.float().double()).any()
+
+
+def test_float64_training_is_far_less_sensitive_to_rounding_than_float32(toy):
+    """A perturbation of one unit in the last place of the inputs, as another CPU's rounding
+    would make, moves float32 training by far more than float64 training."""
+    X, R, Xt = toy
+    spread = {}
+    for dtype, ulp in (("float64", np.finfo(np.float64).eps), ("float32", np.finfo(np.float32).eps)):
+        kw = {"hidden": (16, 8), "epochs": 300, "seed": 2, "dtype": dtype}
+        a = CaseNetwork(**kw).fit(X, R).predict(Xt)
+        b = CaseNetwork(**kw).fit(X * (1 + ulp), R).predict(Xt)
+        spread[dtype] = np.abs(a - b).max() / np.abs(a).max()
+    assert spread["float64"] < 1e-9
+    assert spread["float32"] > 1e3 * spread["float64"]
 
 
 def test_bad_inputs(toy):

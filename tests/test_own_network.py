@@ -111,7 +111,7 @@ def test_prop1_is_exact_for_the_probe_and_for_the_rewritten_network(split, train
     w_before = trained.model[-1].weight.detach().clone()
     audited = own.with_readout(trained.model, probe)
     after = own.prop1_residual(audited, probe, split.X_test)
-    assert after["network"] <= 8 * after["eps"]  # the network's own precision
+    assert after["network"] <= after["bound"]  # the rounding bound of the two sums
     assert torch.equal(trained.model[-1].weight, w_before)  # the original is untouched
     # the rewritten network decides as the probe does (up to float32 near-ties)
     S = probe.scores(probe.phi(split.X_test))
@@ -290,3 +290,29 @@ def test_plot_review_triage():
     labels = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
     assert "random review (expected)" in labels and "margin" in labels
     matplotlib.pyplot.close(fig)
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_written_readout_is_exact_to_the_rounding_bound_of_its_dtype(split, dtype):
+    import dataclasses
+
+    cfg = dataclasses.replace(TINY, dtype=dtype)
+    tr = own.train_mlp(split.X_train, split.y_train, cfg, n_classes=10)
+    assert next(tr.model.parameters()).dtype == getattr(torch, dtype)
+    layer, head = own.head_input(tr.model)
+    R = cbdt.returns_from_labels(split.y_train, 10)
+    probe = ct.from_torch(tr.model, layer, split.X_train, R, head=head)
+    res = own.prop1_residual(own.with_readout(tr.model, probe), probe, split.X_test)
+    assert res["dtype"] == dtype
+    assert res["network"] <= res["bound"]
+    # the bound is a rounding bound of that dtype, not a loose constant
+    assert res["bound"] < (1e-10 if dtype == "float64" else 1e-3)
+    if dtype == "float32":
+        assert res["network"] > 1e-9  # float32 rounding of the head is visible
+
+
+def test_config_rejects_an_unknown_dtype(split):
+    import dataclasses
+
+    with pytest.raises(InputError, match="dtype"):
+        own.train_mlp(split.X_train, split.y_train, dataclasses.replace(TINY, dtype="half"))

@@ -51,6 +51,22 @@ def test_accuracy_table_shows_cond_versus_cond_squared():
     assert acc.normal_equations.iloc[1] > 100 * acc.cbdt_in_memory.iloc[1]
 
 
+def test_accuracy_against_bounds_shows_verdicts_not_rounding_errors():
+    acc = scaling.accuracy_table(conds=(1e2, 1e5), n=60, H=6, seed=1, dps=40)
+    shown = scaling.accuracy_against_bounds(acc)
+    assert list(shown["cond(Φ)"]) == ["1e+02", "1e+05"]
+    assert list(shown["bound ε·cond(Φ)"]) == ["2.2e-14", "2.2e-11"]
+    assert (shown["cbdt (RAM / memmap)"] == "within / within").all()
+    assert (shown["normal equations"] == "between the bounds").all()
+    # what the table shows is decided by the bounds: an error above its bound says so
+    worse = acc.assign(cbdt_memmap=10 * acc.eps_cond, normal_equations=acc.eps_cond / 2)
+    shown = scaling.accuracy_against_bounds(worse)
+    assert (shown["cbdt (RAM / memmap)"] == "within / ABOVE").all()
+    assert (shown["normal equations"] == "below ε·cond(Φ)").all()
+    with pytest.raises(InputError, match="accuracy_table"):
+        scaling.accuracy_against_bounds(acc.drop(columns="eps_cond"))
+
+
 def test_stored_benchmarks_load_with_their_machine():
     for name in ("scaling", "limits", "memmap_dask"):
         df, meta = scaling.load_benchmark(name)

@@ -77,7 +77,7 @@ import pandas as pd
 from threadpoolctl import threadpool_limits
 
 from ..audit import audit_signals
-from ..claims import ChapterClaims, Claim
+from ..claims import TRAINED_TOLERANCE, ChapterClaims, Claim
 from ..decision import kernel_supports
 from ..exceptions import InputError
 from ..influence import CaseInfluence
@@ -901,4 +901,5 @@ def chapter_claims(
         claims=rows,
         intro=intro,
         tables=[_auc_table(summary, list(table_levels))],
+        tolerance=TRAINED_TOLERANCE,
     )

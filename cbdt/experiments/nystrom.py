@@ -78,7 +78,7 @@ import pandas as pd
 from threadpoolctl import threadpool_limits
 
 from .._ranking import top_k_indices
-from ..claims import ChapterClaims, Claim, interval_status, mean_ci
+from ..claims import TRAINED_TOLERANCE, ChapterClaims, Claim, interval_status, mean_ci
 from ..exceptions import InputError
 from ..influence import CaseInfluence
 from ..metrics import mean_ci_finite
@@ -637,4 +637,5 @@ def chapter_claims(
         claims=rows,
         intro=intro,
         notes=notes,
+        tolerance=TRAINED_TOLERANCE,
     )

@@ -452,10 +452,18 @@ def prop1_residual(model: nn.Module, probe: ct.TorchCaseInfluence, X: Any) -> di
         (network in its own precision, :math:`\\alpha R` in float64); ``probe``: the same for
         the probe's scores :math:`\\varphi(x)^\\top v_a + b_a` (float64); ``scale``:
         :math:`\\max |Q|`; ``eps``: the machine epsilon of the network's dtype times ``scale``
-        (the size of one rounding of the largest score); ``dtype``: that dtype's name.
+        (the size of one rounding of the largest score); ``dtype``: that dtype's name;
+        ``bound``: the worst-case rounding error of the two sums once the head holds the
+        probe's readout :math:`(V, b)` (:func:`cbdt.torch.TorchCaseInfluence.write_readout`),
+        :math:`\\gamma_{H+1}\\max_{x,a}(|\\varphi(x)|^\\top|v_a| + |b_a|)` in the network's dtype
+        plus :math:`\\gamma_n\\max_{x,a}|\\alpha(x)|^\\top|r(a)|` in float64, with
+        :math:`\\gamma_k = k\\epsilon/(1 - k\\epsilon)` (Higham's bound for a sum of :math:`k`
+        products). ``network`` must stay below it after ``write_readout``; for the head as
+        trained it means nothing.
     """
     phi = probe.phi(X)
-    aR = probe.coefficients(phi) @ probe.returns_
+    alpha = probe.coefficients(phi)
+    aR = alpha @ probe.returns_
     Q_net = network_scores(model, X)
     if Q_net.shape != aR.shape:
         raise InputError(f"the model gives {Q_net.shape[1]} scores per input, the probe "
@@ -463,8 +471,19 @@ def prop1_residual(model: nn.Module, probe: ct.TorchCaseInfluence, X: Any) -> di
     scale = float(np.abs(aR).max())
     p = next(iter(model.parameters()), None)
     dt = p.dtype if p is not None else torch.float32
+
+    def gamma(k: int, eps: float) -> float:
+        return k * eps / (1 - k * eps)
+
+    V = np.asarray(probe.readout_)
+    b = np.asarray(getattr(probe, "intercept_", np.zeros(V.shape[1])))
+    head = (np.abs(phi) @ np.abs(V) + np.abs(b)).max()
+    sums = (np.abs(alpha) @ np.abs(probe.returns_)).max()
+    bound = (gamma(V.shape[0] + 1, float(torch.finfo(dt).eps)) * head
+             + gamma(alpha.shape[1], float(np.finfo(np.float64).eps)) * sums)
     return {
         "network": float(np.abs(Q_net - aR).max()),
+        "bound": float(bound),
         "probe": float(np.abs(probe.scores(phi) - aR).max()),
         "scale": scale,
         "eps": float(torch.finfo(dt).eps) * scale,

@@ -69,7 +69,7 @@ import numpy as np
 import pandas as pd
 from scipy.spatial.distance import cdist
 
-from ..claims import ChapterClaims, Claim, fmt, interval_status
+from ..claims import TRAINED_TOLERANCE, ChapterClaims, Claim, fmt, interval_status
 from ..claims import mean_ci as ci_md
 from ..datasets.pjm_bidding import ACTIONS, BiddingProblem, MarketModel, pjm_bidding_problem
 from ..decision import GaussianSimilarity, Memory, kernel_supports, median_distance, support
@@ -1044,4 +1044,5 @@ def chapter_claims(
         "bandwidth, and the reasons say where that explains a difference. Book values: mean "
         f"and 95% interval over {len(agreement)} seeds."
     ]
-    return ChapterClaims("07", "PJM bidding", "notebooks/07_pjm_audit", rows, intro=intro)
+    return ChapterClaims("07", "PJM bidding", "notebooks/07_pjm_audit", rows, intro=intro,
+                         tolerance=TRAINED_TOLERANCE)

@@ -56,7 +56,7 @@ from ..baselines import (
     TracIn,
     fit_methods,
 )
-from ..claims import ChapterClaims, Claim, interval_status
+from ..claims import TRAINED_TOLERANCE, ChapterClaims, Claim, interval_status
 from ..claims import mean_ci as _ci_md
 from ..datasets.synthetic import SyntheticCBDT, make_synthetic_cbdt
 from ..exceptions import InputError, RankDeficientError
@@ -923,6 +923,7 @@ def recovery_claims(recovery: pd.DataFrame) -> ChapterClaims:
         title="Synthetic CBDT",
         doc="notebooks/05_synthetic_recovery",
         claims=[agreement, support],
+        tolerance=TRAINED_TOLERANCE,
     )
 
 
@@ -1176,4 +1177,5 @@ def attribution_claims(
         doc="notebooks/06_attribution_baselines",
         claims=rows,
         notes=notes,
+        tolerance=TRAINED_TOLERANCE,
     )

@@ -106,7 +106,7 @@ import numpy as np
 import pandas as pd
 from scipy import linalg
 
-from ..claims import ChapterClaims, Claim, fmt, interval_status
+from ..claims import TRAINED_TOLERANCE, ChapterClaims, Claim, fmt, interval_status
 from ..claims import mean_ci as fmt_ci
 from ..datasets import (
     adult_features,
@@ -1274,4 +1274,4 @@ def chapter_claims(
         "returns makes $a_1$ the hardest action to reconstruct."
     ] if n_a1 == 0 else []
     return ChapterClaims("08", "UCI audits", "notebooks/08_uci_audits", rows, intro=intro,
-                         notes=notes)
+                         notes=notes, tolerance=TRAINED_TOLERANCE)
