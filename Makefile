@@ -96,7 +96,7 @@ portability: $(TEST_STAMP)
 # change of a trained result, together with re-executing the notebooks)
 portability-reference: $(TEST_STAMP)
 	CBDT_WRITE_PORTABILITY=1 $(BIN)/pytest tests/test_portability.py -m portability \
-	  -p no:randomly -q -n 0
+	  -p no:randomly -q -n 0 -k trained_results
 
 book-strict: $(TEST_STAMP) _vendor/.complete
 	rm -rf _build/html _build/.doctrees
