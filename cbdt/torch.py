@@ -66,11 +66,18 @@ def _module(model: Any, layer: Any) -> Any:
     )
 
 
-def _as_tensor(model: Any, X: Any) -> Any:
+def _dtype_device(model: Any) -> tuple[Any, Any]:
+    """The dtype and device of ``model``'s parameters (float32 on the CPU when it has none)."""
     torch = _torch()
     p = next(iter(model.parameters()), None)
-    dtype = p.dtype if p is not None else torch.float32
-    device = p.device if p is not None else torch.device("cpu")
+    if p is None:
+        return torch.float32, torch.device("cpu")
+    return p.dtype, p.device
+
+
+def _as_tensor(model: Any, X: Any) -> Any:
+    torch = _torch()
+    dtype, device = _dtype_device(model)
     if isinstance(X, torch.Tensor):
         return X.to(device=device, dtype=dtype)
     arr = np.asarray(X)

@@ -424,8 +424,8 @@ def network_scores(model: nn.Module, X: Any) -> np.ndarray:
     -------
     ndarray of shape (m, |A|)
     """
-    p = next(iter(model.parameters()), None)
-    Xt = torch.as_tensor(np.asarray(X), dtype=p.dtype if p is not None else torch.float32)
+    dtype, _ = ct._dtype_device(model)
+    Xt = torch.as_tensor(np.asarray(X), dtype=dtype)
     was = model.training
     model.eval()
     try:
@@ -469,8 +469,7 @@ def prop1_residual(model: nn.Module, probe: ct.TorchCaseInfluence, X: Any) -> di
         raise InputError(f"the model gives {Q_net.shape[1]} scores per input, the probe "
                          f"{aR.shape[1]}.")
     scale = float(np.abs(aR).max())
-    p = next(iter(model.parameters()), None)
-    dt = p.dtype if p is not None else torch.float32
+    dt, _ = ct._dtype_device(model)
 
     def gamma(k: int, eps: float) -> float:
         return k * eps / (1 - k * eps)
