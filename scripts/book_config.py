@@ -205,6 +205,11 @@ def install_spec(url: str | None, branch: str = DEFAULT_BRANCH) -> str:
 def install_cell_source(url: str | None, branch: str = DEFAULT_BRANCH) -> str:
     """Return the source of the ``colab-install`` cell for ``url``.
 
+    The cell prints nothing when cbdt is importable. Otherwise, with a repository URL it
+    installs cbdt from that URL (Colab, Binder); as shipped (no URL) it installs from the
+    checkout the notebook sits in, only when that checkout is there (``../pyproject.toml`` and
+    ``../cbdt``), and elsewhere prints one line that says what to do, never a failing pip call.
+
     Parameters
     ----------
     url : str or None
@@ -215,14 +220,24 @@ def install_cell_source(url: str | None, branch: str = DEFAULT_BRANCH) -> str:
     Returns
     -------
     str
-        Python (with one ``%pip`` line magic) that prints nothing when cbdt is importable.
+        Python with one ``%pip`` line magic.
     """
-    return (
-        "# install cbdt if this kernel lacks it (Colab, Binder); silent otherwise\n"
+    head = (
+        "# install cbdt if this kernel lacks it (Colab, Binder, a fresh kernel); silent otherwise\n"
         "try:\n"
         "    import cbdt\n"
         "except ImportError:\n"
-        f'    %pip install --quiet "{install_spec(url, branch)}"'
+    )
+    if normalize_url(url) is not None:
+        return head + f'    %pip install --quiet "{install_spec(url, branch)}"'
+    return head + (
+        "    from pathlib import Path\n"
+        '    if Path("../pyproject.toml").is_file() and Path("../cbdt").is_dir():\n'
+        f'        %pip install --quiet "{install_spec(None)}"\n'
+        "    else:\n"
+        '        print("cbdt is not installed and this notebook is not inside a cbdt checkout: "\n'
+        '              "clone the repository and run `make lab` there (or `pip install \'.[book]\'` "\n'
+        '              "in the checkout), then restart the kernel.")'
     )
 
 

@@ -80,6 +80,7 @@ def test_instructor_and_about_pages_are_in_the_reference_part():
 # --- Publishing (issue 10, item 7): repository, issue and launch buttons only when the URL is set
 
 import importlib.util  # noqa: E402
+import json  # noqa: E402
 import subprocess  # noqa: E402
 import sys  # noqa: E402
 import urllib.parse  # noqa: E402
@@ -287,3 +288,50 @@ def test_the_pdf_holds_every_page_with_typeset_math():
     # MathJax typeset the math: no TeX delimiters left, and its glyphs are in the text
     assert "\\(" not in text and "\\[" not in text and "\\begin{" not in text
     assert text.count("α") > 100 and text.count("Φ") > 50
+
+
+def _run_install_cell(source: str, cwd: pathlib.Path, tmp: pathlib.Path
+                      ) -> tuple[str, list[str]]:
+    """Run the colab-install cell in a fresh IPython shell in ``cwd`` with cbdt not importable.
+
+    ``%pip`` is replaced by a magic that records its argument, so nothing is installed.
+    Returns what the cell printed and the recorded pip arguments.
+    """
+    driver = (
+        "import sys, json\n"
+        "sys.modules['cbdt'] = None  # import cbdt raises ImportError, as in a fresh kernel\n"
+        "from IPython.core.interactiveshell import InteractiveShell\n"
+        "shell = InteractiveShell.instance()\n"
+        "calls = []\n"
+        "shell.register_magic_function(lambda line: calls.append(line), 'line', 'pip')\n"
+        "res = shell.run_cell(open(sys.argv[1]).read())\n"
+        "assert res.success, res.error_in_exec or res.error_before_exec\n"
+        "print('PIP-CALLS=' + json.dumps(calls))\n"
+    )
+    cell = tmp / "_cell.py"
+    cell.write_text(source, encoding="utf-8")
+    out = subprocess.run([sys.executable, "-c", driver, str(cell)], cwd=cwd, text=True,
+                         capture_output=True, timeout=120, check=True).stdout
+    printed, _, calls = out.rpartition("PIP-CALLS=")
+    return printed.strip(), json.loads(calls)
+
+
+def test_install_cell_outside_a_checkout_prints_one_line_and_calls_no_pip(tmp_path):
+    """As shipped (no URL), in a folder that is not a checkout (Colab, a copied notebook)."""
+    printed, calls = _run_install_cell(bc.install_cell_source(None), tmp_path, tmp_path)
+    assert calls == []
+    assert len(printed.splitlines()) == 1 and "not inside a cbdt checkout" in printed
+    assert "make lab" in printed
+
+
+def test_install_cell_inside_the_checkout_installs_the_checkout(tmp_path):
+    """As shipped, in the repository's notebooks/ folder: pip installs ``..[book]``."""
+    printed, calls = _run_install_cell(bc.install_cell_source(None), ROOT / "notebooks",
+                                       tmp_path)
+    assert printed == "" and calls == ['install --quiet "..[book]"']
+
+
+def test_install_cell_with_a_repository_url_installs_from_it(tmp_path):
+    """With [project.urls] Repository set, the cell installs from the URL wherever it runs."""
+    printed, calls = _run_install_cell(bc.install_cell_source(URL), tmp_path, tmp_path)
+    assert printed == "" and calls == [f'install --quiet "cbdt[book] @ git+{URL}@main"']
