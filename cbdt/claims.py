@@ -47,12 +47,18 @@ __all__ = [
 
 #: The statuses a claim can have, with their meaning (the page's legend).
 STATUSES: dict[str, str] = {
-    "agrees": "the book's value matches the paper's within the stated interval or tolerance",
+    "agrees": (
+        "the paper's value lies inside the book's 95% interval (for an exact result: within "
+        "the stated tolerance); the book's mean inside the paper's interval is not enough"
+    ),
     "agrees in shape": (
         "the direction, ranking or pattern the paper reports holds; the values are not on a "
         "common scale"
     ),
-    "differs": "the book measures something else; the reason column says why",
+    "differs": (
+        "the paper's value lies outside the book's interval, or the book measures something "
+        "else; the reason column says which"
+    ),
     "does not hold": "the book's experiment contradicts the paper's statement",
     "not comparable": "the paper's definition or set-up is not given precisely enough",
     "book only": "a finding of the book with no counterpart in the paper",
