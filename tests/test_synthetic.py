@@ -232,6 +232,22 @@ def test_timing_table():
         ex.attribution_timing([0], n_queries=0, config=SMALL)
 
 
+def test_timing_runs_blas_on_one_thread(monkeypatch):
+    # the live timing follows benchmarks/bench_attribution.py: every method with one BLAS thread
+    from cbdt import _threads
+
+    seen = []
+    timed = ex.median_per_query
+
+    def spy(fn, n_queries, repeats):
+        seen.append(_threads.blas_threads())
+        return timed(fn, n_queries, repeats)
+
+    monkeypatch.setattr(ex, "median_per_query", spy)
+    ex.attribution_timing([0], n_queries=2, repeats=1, config=SMALL)
+    assert seen and set(seen) == {1}
+
+
 def test_figure_helpers():
     reg = ex.decision_regions(0, resolution=15, config=SMALL)
     assert reg.cbdt.shape == reg.readout.shape == reg.network.shape == (15, 15)

@@ -47,6 +47,7 @@ from typing import Any, Literal
 import numpy as np
 import pandas as pd
 
+from .._threads import single_threaded_blas
 from ..baselines import (
     METHODS,
     ExactCoefficient,
@@ -722,9 +723,11 @@ def attribution_timing(
     :meth:`cbdt.influence.CaseInfluence.contributions` without the cached dual matrix.
     ``relative_cost`` divides ``scores_ms`` by the fastest of the five methods of that seed.
 
-    The numbers are wall-clock times of this process and move with the machine's load
-    (``benchmarks/bench_attribution.py`` pins BLAS to one thread for steadier numbers). At
-    n = 500 every method is one small matrix-vector product, so per-call overhead dominates.
+    BLAS runs on one thread while timing, as in ``benchmarks/bench_attribution.py``: a query
+    is one small matrix-vector product, which threads do not speed up but which a thread
+    pool's wake-up and a busy machine slow down, unevenly between methods. The numbers are
+    still wall-clock times of this process and move with the machine's load. At n = 500 every
+    method is one small matrix-vector product, so per-call overhead dominates.
 
     Returns
     -------
@@ -752,10 +755,11 @@ def attribution_timing(
             (name, m, isinstance(m, TracIn)) for name, m in methods.items()
         ]
         entries.append(("Ours (alpha), per-query solve", nocache, False))
-        res = {
-            name: _time_method(meth, net, Xq, phi, phi_t, acts, ck, repeats)
-            for name, meth, ck in entries
-        }
+        with single_threaded_blas():
+            res = {
+                name: _time_method(meth, net, Xq, phi, phi_t, acts, ck, repeats)
+                for name, meth, ck in entries
+            }
         fastest = min(res[n][0] for n in methods)
         for name, (s, f) in res.items():
             rows.append(
