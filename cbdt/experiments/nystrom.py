@@ -485,6 +485,14 @@ def chapter_claims(
     Returns
     -------
     ChapterClaims
+
+    Notes
+    -----
+    Status rules: a Table C2 value ``agrees`` only when the paper's value lies in the
+    book's 95% interval (:func:`cbdt.claims.interval_status`); the qualitative claims
+    (overlap rising with :math:`H`, per-query gains beyond ``margin``) at most ``agrees in
+    shape``; a timing, a single stored median without an interval, never ``agrees``: it
+    ``differs`` when more than 2x from the paper's, else it is ``not comparable``.
     """
     from .scaling import benchmark_notes, nystrom_wins
 
@@ -573,8 +581,9 @@ def chapter_claims(
                   f"($H = {H}$)" for H in widths if H >= 128),
         "exact / Nyström per query " + ", ".join(f"{q_ratio[H]:.2f}x ($H = {H}$)" for H in big)
         + f", features reading ({src})",
-        "agrees" if gains else "differs",
-        (f"the Nyström query is more than {margin}x faster at every width from 128 on")
+        "agrees in shape" if gains else "differs",
+        (f"the Nyström query is more than {margin}x faster at every width from 128 on; the "
+         "times are single benchmark medians on another machine, not on the paper's scale")
         if gains else
         ("in the book's implementation both estimators answer a query with one product by a "
          "cached $n\\times H$ matrix ($2nH$ flops), so no per-query gain can appear; the "
@@ -610,10 +619,12 @@ def chapter_claims(
         " / ".join(mean_ci(paper[H]["exact_ms"], paper[H]["exact_ms_ci"], 1) for H in ex_ms)
         + " ms",
         " / ".join(f"{v:.3f}" for v in ex_ms.values()) + f" ms ({src})",
-        "differs" if far else "agrees",
+        "differs" if far else "not comparable",
         (f"the paper's times are {min(fac):.0f}-{max(fac):.0f} times the book's; another "
          "implementation and machine (the paper gives neither its $n$ nor its hardware)")
-        if far else "same order of magnitude; the paper gives neither its $n$ nor its hardware",
+        if far else ("within a factor 2 of the book's, but a single timing on another machine "
+                     "has no interval that could hold the paper's value; the paper gives "
+                     "neither its $n$ nor its hardware"),
     ))
 
     ranks_txt = ("rank $H/2$" if all(int(feat[H]["rank"]) * 2 == H for H in widths)

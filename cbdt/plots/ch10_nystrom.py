@@ -1,4 +1,4 @@
-"""Chapter 10: Nystrom and scaling.
+"""Chapter 10: Nyström and scaling.
 
 One function per figure; each takes computed data and returns the ``Figure``.
 """
@@ -40,10 +40,10 @@ def plot_scaling(df, exponents=None):
             ax = axes[i, j]
             for meth, g in sub.groupby("method", sort=False):
                 g = g.sort_values(sweep)
-                label = meth
+                label = meth.replace("Nystrom", "Nyström")  # the benchmark's key, spelt out
                 if exponents is not None and (sweep, meth) in exponents.index:
                     e = exponents.loc[(sweep, meth), "fit" if i == 0 else "query"]
-                    label = f"{meth} (slope {e:.2f})"
+                    label = f"{label} (slope {e:.2f})"
                 ax.plot(g[sweep], g[col], label=label, ms=4, lw=1.2,
                         **_CH10_STYLE.get(meth, {}))
             ax.set_xscale("log")
