@@ -92,33 +92,57 @@ def classify_exercise(exercise: str, solution: str) -> tuple[str, str]:
     return ("coding" if code else "pen and paper"), "content"
 
 
-def collect_exercises(notebooks: pathlib.Path = NOTEBOOKS) -> list[dict[str, str]]:
-    """Every exercise of the chapters, classified.
+#: Pages outside the notebooks whose exercises belong to a chapter (and continue its numbering):
+#: the proof of Proposition 1 is a section of chapter 2 (see ``_toc.yml``).
+SECTION_PAGES = {ROOT / "book" / "proof_proposition1.md": "02"}
+
+
+def _exercise_rows(doc: str, chapter: str, md: str) -> list[dict[str, str]]:
+    exercises: dict[str, str] = {}
+    solutions: dict[str, str] = {}
+    for m in _DIRECTIVE.finditer(md):
+        target = exercises if m.group("kind") == "exercise" else solutions
+        target[_label(m.group("body"), m.group("arg"))] = m.group("body")
+    rows = []
+    for label, body in exercises.items():
+        kind, rule = classify_exercise(body, solutions.get(label, ""))
+        rows.append({"doc": doc, "chapter": chapter, "label": label, "kind": kind, "rule": rule})
+    return rows
+
+
+def collect_exercises(notebooks: pathlib.Path = NOTEBOOKS,
+                      sections: dict[pathlib.Path, str] | None = None) -> list[dict[str, str]]:
+    """Every exercise of the chapters and of their section pages, classified and numbered.
 
     Parameters
     ----------
     notebooks : pathlib.Path
         The folder of the chapters (``NN_topic.ipynb``).
+    sections : dict, optional
+        Markdown pages that are sections of a chapter, mapped to the chapter's number
+        (default :data:`SECTION_PAGES`); their exercises follow the chapter's own.
 
     Returns
     -------
     list of dict
-        ``{"doc", "chapter", "label", "kind", "rule"}`` in chapter and exercise order.
+        ``{"doc", "chapter", "number", "label", "kind", "rule"}`` in chapter and exercise
+        order; ``number`` is the exercise's number as the book prints it (``"2.4"``).
     """
+    sections = SECTION_PAGES if sections is None else sections
     rows = []
     for path in sorted(notebooks.glob("[0-9][0-9]_*.ipynb")):
         cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
         md = "\n\n".join("".join(c["source"]) if isinstance(c["source"], list) else c["source"]
                          for c in cells if c["cell_type"] == "markdown")
-        exercises: dict[str, str] = {}
-        solutions: dict[str, str] = {}
-        for m in _DIRECTIVE.finditer(md):
-            target = exercises if m.group("kind") == "exercise" else solutions
-            target[_label(m.group("body"), m.group("arg"))] = m.group("body")
-        for label, body in exercises.items():
-            kind, rule = classify_exercise(body, solutions.get(label, ""))
-            rows.append({"doc": f"notebooks/{path.stem}", "chapter": path.stem[:2],
-                         "label": label, "kind": kind, "rule": rule})
+        chapter = path.stem[:2]
+        mine = _exercise_rows(f"notebooks/{path.stem}", chapter, md)
+        for page, ch in sections.items():
+            if ch == chapter:
+                mine += _exercise_rows(f"book/{page.stem}", chapter,
+                                       page.read_text(encoding="utf-8"))
+        for i, row in enumerate(mine, start=1):
+            row["number"] = f"{int(chapter)}.{i}"
+        rows += mine
     return rows
 
 
@@ -134,23 +158,26 @@ def render_exercises(rows: list[dict[str, str]]) -> str:
     -------
     str
     """
-    chapters = list(dict.fromkeys(r["doc"] for r in rows))
+    chapters = list(dict.fromkeys(r["chapter"] for r in rows))
     by_tag = sum(r["rule"] == "tag" for r in rows)
     totals = {k: sum(r["kind"] == k for r in rows) for k in KINDS}
+    sections = sorted({r["doc"] for r in rows if not r["doc"].startswith("notebooks/")})
     lines = [
-        f"In all, {len(rows)} exercises in {len(chapters)} chapters: "
-        + ", ".join(f"{totals[k]} {k}" for k in KINDS)
+        f"In all, {len(rows)} exercises in {len(chapters)} chapters"
+        + (" (including those of " + ", ".join(f"{{doc}}`../{d}`" for d in sections) + ")"
+           if sections else "")
+        + ": " + ", ".join(f"{totals[k]} {k}" for k in KINDS)
         + f" ({by_tag} classified by their own tag, {len(rows) - by_tag} by their content).",
         "",
         "| chapter | pen and paper | coding | both |",
         "|---|---|---|---|",
     ]
-    for doc in chapters:
-        mine = [r for r in rows if r["doc"] == doc]
-        cells = [", ".join(f"{{ref}}`{r['label'].split('-')[-1]} <{r['label']}>`"
+    for ch in chapters:
+        mine = [r for r in rows if r["chapter"] == ch]
+        doc = next(r["doc"] for r in mine if r["doc"].startswith("notebooks/"))
+        cells = [", ".join(f"{{ref}}`{r['number']} <{r['label']}>`"
                            for r in mine if r["kind"] == k) or "-" for k in KINDS]
-        lines.append(f"| {{doc}}`{int(mine[0]['chapter']):d} <../{doc}>` | "
-                     + " | ".join(cells) + " |")
+        lines.append(f"| {{doc}}`{int(ch):d} <../{doc}>` | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
 

@@ -216,4 +216,9 @@ def test_exercise_classification_rules():
     assert len({r["label"] for r in rows}) == len(rows) > 0
     nb_text = "".join(p.read_text(encoding="utf-8")
                       for p in sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")))
-    assert len(rows) == nb_text.count("{exercise}")
+    proof = (ROOT / "book" / "proof_proposition1.md").read_text(encoding="utf-8")
+    assert len(rows) == nb_text.count("{exercise}") + proof.count("{exercise}")
+    # the proof page is a section of chapter 2: its exercises continue the chapter's numbers
+    ch2 = [r for r in rows if r["chapter"] == "02"]
+    assert [r["number"] for r in ch2] == [f"2.{i}" for i in range(1, len(ch2) + 1)]
+    assert ch2[-1]["doc"] == "book/proof_proposition1" and len(ch2) == 6
