@@ -121,12 +121,13 @@ def uci_audit_like(dataset, *, agree, acc=0.853, recon=(0.968, 0.989, 0.991),
     return uci.UCIAudit(dataset, [], per_seed, sens, pd.DataFrame(), submemory, 1.0)
 
 
-def submemory_table(top="delinquency", a2_ols=0.997, a2_cbdt=1.0):
+def submemory_table(top="delinquency", a2_ols=0.997, a2_cbdt=1.0, a2_eps=0.0):
     base = {"AGE": 0.28, "SEX": 0.33, "EDUCATION": 0.42, "delinquency": 0.51}
     base[top], base["delinquency"] = base["delinquency"], base[top]
     return pd.DataFrame([
         {"seed": s, "split": k, "gram_mismatch": v, "gram_mismatch_raw": v - 0.03,
-         "a2_cbdt": a2_cbdt, "a2_ols": a2_ols if k == "delinquency" else 0.999}
+         "a2_cbdt": a2_cbdt,
+         "a2_ols": a2_ols + a2_eps * SPREAD[s] if k == "delinquency" else 0.999}
         for s in SEEDS for k, v in base.items()
     ])
 
@@ -147,7 +148,7 @@ def test_uci_rows_as_the_chapter_computes_them():
     ch = uci.chapter_claims(*uci_inputs())
     assert (ch.chapter, ch.title, ch.doc) == ("08", "UCI audits", "notebooks/08_uci_audits")
     assert [c.status for c in ch.claims] == [
-        "differs", "not comparable", "differs", "differs", "agrees in shape", "agrees"]
+        "differs", "not comparable", "differs", "differs", "agrees in shape", "agrees in shape"]
     a = by_claim(ch, "Adult: network-CBDT agreement")
     assert (a.paper, a.book) == ("0.9408", r"$0.890\pm0.010$")
     assert "moves by 7 points" in a.reason and "above every point of the grid" in a.reason
@@ -172,6 +173,8 @@ def test_uci_rows_as_the_chapter_computes_them():
     a2 = by_claim(ch, "Default Credit: A2")
     assert a2.paper == "near 1.0 (delinquency)"
     assert a2.book.startswith(r"1 exactly for CBDT supports; $0.9970\pm0.0000$")
+    assert "neither a number nor a definition" in a2.reason
+    assert "the whole interval lies at or above it" in a2.reason
     assert "$\\nu = 1/8$ in 8 of 10 runs" in ch.intro[0]
     assert ch.notes and "0 of 30,000" in ch.notes[0]
 
@@ -184,6 +187,26 @@ def test_uci_statuses_follow_the_data():
     assert "not highest (SEX is)" in by_claim(ch, "Default Credit: the delinquency").book
     ch = uci.chapter_claims(*uci_inputs(a2_cbdt=0.999))
     assert by_claim(ch, "Default Credit: A2").status == "does not hold"
+
+
+def test_uci_a2_near_one_needs_the_whole_interval():
+    """"Near 1" (the paper gives no number) holds in shape only when the whole 95% interval of
+    the OLS probes is at or above uci.A2_NEAR_ONE; a mean above it is not enough."""
+    # mean 0.991 >= 0.99, but the interval (half-width about 0.004) reaches below 0.99
+    a2 = by_claim(uci.chapter_claims(*uci_inputs(a2_ols=0.991, a2_eps=0.002)),
+                  "Default Credit: A2")
+    assert a2.status == "differs"
+    assert "the interval reaches below it" in a2.reason
+    # the whole interval below 0.99
+    a2 = by_claim(uci.chapter_claims(*uci_inputs(a2_ols=0.980, a2_eps=0.002)),
+                  "Default Credit: A2")
+    assert a2.status == "does not hold"
+    assert "entirely below" in a2.reason
+    # the whole interval above 0.99
+    a2 = by_claim(uci.chapter_claims(*uci_inputs(a2_ols=0.996, a2_eps=0.001)),
+                  "Default Credit: A2")
+    assert a2.status == "agrees in shape"
+    assert uci.A2_NEAR_ONE == 0.99
 
 
 def test_uci_needs_the_submemory_table():

@@ -66,17 +66,17 @@ Gram mismatch (:func:`gram_mismatch`)
     :math:`\\bar G = (\\hat G_1 + \\hat G_2)/2`. With :math:`C_k = \\bar G^{-1/2} \\hat G_k
     \\bar G^{-1/2}`,
 
-    .. math:: D = \\lVert C_1 - C_2\\rVert_F / (\\lVert C_1\\rVert_F + \\lVert C_2\\rVert_F)
+    .. math:: \\Delta = \\lVert C_1 - C_2\\rVert_F / (\\lVert C_1\\rVert_F + \\lVert C_2\\rVert_F)
               \\in [0, 1].
 
-    :math:`D = 0` exactly when the two geometries coincide; :math:`D` is symmetric, does not
+    :math:`\\Delta = 0` exactly when the two geometries coincide; :math:`\\Delta` is symmetric, does not
     change when cases are duplicated, and, unlike a distance between the raw Gram matrices, is
     invariant under every invertible reparameterisation :math:`\\tilde\\varphi \\mapsto
     B\\tilde\\varphi` (scaling and affine maps of :math:`\\varphi` included), like the
     coefficients themselves (eq. 12). Why this quantity: the union's OLS readout is
     :math:`V = G^{-1}(G_1V_1 + G_2V_2)`, so its scores are the scalar mixture
     :math:`(n_1Q_1 + n_2Q_2)/n` of the sub-memory probes exactly when
-    :math:`\\hat G_1 = \\hat G_2`, i.e. when :math:`D = 0`. The raw relative Frobenius distance
+    :math:`\\hat G_1 = \\hat G_2`, i.e. when :math:`\\Delta = 0`. The raw relative Frobenius distance
     :math:`\\lVert\\hat G_1 - \\hat G_2\\rVert_F / (\\lVert\\hat G_1\\rVert_F +
     \\lVert\\hat G_2\\rVert_F)` is reported beside it (``whiten=False``).
 A2 satisfaction (:func:`combination_axiom`)
@@ -129,6 +129,7 @@ __all__ = [
     "PAPER",
     "PAPER_GRAM_MISMATCH",
     "PAPER_SUBMEMORY",
+    "A2_NEAR_ONE",
     "ADULT_ACTION_LABELS",
     "DEFAULT_CREDIT_ACTION_LABELS",
     "DEFAULT_CREDIT_SPLITS",
@@ -192,6 +193,8 @@ PAPER: dict[str, dict[str, tuple[float, float | None] | None]] = {
 #: App. C.6 on the sub-memory splits: delinquency has the highest Gram mismatch (about 0.91)
 #: and A2 satisfaction "near 1.0"; no other split is quantified.
 PAPER_GRAM_MISMATCH: float = 0.91
+#: The book's reading of the paper's "A2 satisfaction near 1.0" (the paper gives no number).
+A2_NEAR_ONE: float = 0.99
 PAPER_SUBMEMORY: dict[str, str] = {
     "gram_mismatch": f"delinquency highest, about {PAPER_GRAM_MISMATCH}",
     "a2": "near 1.0 (delinquency)",
@@ -1113,9 +1116,12 @@ def chapter_claims(
     interval); "not comparable" for the Adult accuracy, which the paper does not define;
     for the Gram mismatch, whose measure the paper does not define either, "agrees in shape"
     when the delinquency split has the highest mismatch under both of the book's definitions
-    (whitened and raw), "not comparable" under one, "does not hold" under neither; for A2,
-    "agrees" when the CBDT supports satisfy A2 exactly and the OLS probes of the delinquency
-    split reach at least 0.99 ("near 1"), "does not hold" otherwise.
+    (whitened and raw), "not comparable" under one, "does not hold" under neither. For A2,
+    which the paper neither quantifies nor defines, "agrees" (the paper's value inside the
+    book's interval) cannot apply: "agrees in shape" when the CBDT supports satisfy A2
+    exactly and the whole 95% interval of the delinquency split's OLS probes lies at or above
+    :data:`A2_NEAR_ONE` (the book's reading of "near 1"), "differs" when the interval
+    straddles it, "does not hold" when it lies below or the CBDT supports fail A2.
 
     Parameters
     ----------
@@ -1240,16 +1246,26 @@ def chapter_claims(
     d = sub[sub["split"] == "delinquency"]["a2_ols"].to_numpy(dtype=float)
     m, h = mean_ci(d)
     per_split = sub.groupby("split", sort=False)["a2_ols"].mean()
-    ok = a2_cbdt_min == 1.0 and m >= 0.99
-    cbdt_txt = "1 exactly" if a2_cbdt_min == 1.0 else f"at least {a2_cbdt_min:.4f}"
+    exact = a2_cbdt_min == 1.0
+    if exact and m - h >= A2_NEAR_ONE:
+        a2_status, a2_where = "agrees in shape", "the whole interval lies at or above it"
+    elif exact and m + h >= A2_NEAR_ONE:
+        a2_status, a2_where = "differs", "the interval reaches below it"
+    else:
+        a2_status = "does not hold"
+        a2_where = ("the interval lies entirely below it" if exact else
+                    "and CBDT supports, which satisfy A2 by construction, fail it")
+    cbdt_txt = "1 exactly" if exact else f"at least {a2_cbdt_min:.4f}"
     rows.append(Claim(
         "Default Credit: A2 satisfaction near 1 (delinquency split)",
         PAPER_SUBMEMORY["a2"],
         f"{cbdt_txt} for CBDT supports; {fmt_ci(m, h, 4)} for OLS probes "
         f"({per_split.min():.4f}-{per_split.max():.4f} over the four splits)",
-        "agrees" if ok else "does not hold",
-        "A2 is the book's definition (share of jointly ranked query-action pairs the union "
-        "preserves; the paper gives none); near 1 read as at least 0.99",
+        a2_status,
+        "the paper gives neither a number nor a definition, so the claim can hold only in "
+        "shape: A2 is the book's definition (share of jointly ranked query-action pairs the "
+        f"union preserves), and near 1 is read as at least {A2_NEAR_ONE} for the OLS probes' "
+        f"95% interval; {a2_where}",
     ))
 
     chosen = pd.concat([adult.per_seed["bandwidth_multiple"],

@@ -199,7 +199,7 @@ def plot_uci_submemory(sub, paper_mismatch=None):
     ax1.set_xticks(x)
     ax1.set_xticklabels(splits)
     ax1.set_ylim(0, 1)
-    ax1.set_ylabel("Gram mismatch $D$")
+    ax1.set_ylabel("Gram mismatch $\\Delta$")
     ax1.legend(fontsize=8)
     ax1.set_title("(a) Gram mismatch of the two sub-memories", fontsize=10)
 
