@@ -1,0 +1,87 @@
+"""The built wheel installs into a fresh virtual environment and works there.
+
+What a reader on Colab or a fresh machine gets from ``pip install cbdt``: the wheel that
+``python -m build --wheel`` makes from this checkout. The test builds it, creates a new venv,
+installs the wheel with ``pip --python`` (no network: ``--no-deps``, ``--no-index``), and runs a
+fit, a query and ``cbdt.audit_signals`` in that venv from a folder outside the checkout.
+
+The wheel's *dependencies* (numpy, scipy, pandas, ...) are not downloaded again: a ``.pth`` file
+appends this environment's site-packages to the fresh venv's path, *after* the venv's own
+site-packages, so ``cbdt`` itself is imported from the installed wheel (the test asserts where it
+came from) and the editable install of this checkout stays invisible (``.pth`` files of an
+appended folder are not executed).
+"""
+
+from __future__ import annotations
+
+import pathlib
+import shutil
+import subprocess
+import sys
+import sysconfig
+import textwrap
+import venv
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+pytest.importorskip("build", reason="the test extra installs `build` (python -m build)")
+
+SMOKE = textwrap.dedent(
+    """
+    import pathlib, sys
+    import numpy as np
+    import cbdt
+
+    where = pathlib.Path(cbdt.__file__).resolve()
+    assert pathlib.Path(sys.prefix).resolve() in where.parents, where
+    rng = np.random.default_rng(0)
+    Phi, R = rng.normal(size=(200, 6)), rng.normal(size=(200, 3))
+    ci = cbdt.CaseInfluence().fit(Phi, R)
+    q = rng.normal(size=(5, 6))
+    alpha = ci.coefficients(q)
+    assert np.abs(alpha @ R - ci.scores(q)).max() < 1e-10
+    sig = cbdt.audit_signals(ci, q, k=10)
+    assert list(sig.index) == list(range(5)) and {"entropy", "gini", "risk"} <= set(sig)
+    print("OK", cbdt.__version__, where)
+    """
+)
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory) -> pathlib.Path:
+    # build from a copy of what the wheel is made of, so no build/ or egg-info lands in the
+    # checkout and nothing but the package's own sources can leak into the wheel
+    src = tmp_path_factory.mktemp("src")
+    for name in ("pyproject.toml", "README.md", "LICENSE"):
+        shutil.copy2(ROOT / name, src / name)
+    shutil.copytree(ROOT / "cbdt", src / "cbdt",
+                    ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    out = tmp_path_factory.mktemp("dist")
+    subprocess.run([sys.executable, "-m", "build", "--wheel", "--no-isolation",
+                    "--outdir", str(out), str(src)],
+                   check=True, capture_output=True, text=True, timeout=600)
+    wheels = sorted(out.glob("cbdt-*.whl"))
+    assert len(wheels) == 1, wheels
+    return wheels[0]
+
+
+def test_wheel_installs_in_a_fresh_venv_and_audits(wheel, tmp_path):
+    env = tmp_path / "venv"
+    venv.EnvBuilder(with_pip=False).create(env)
+    py = env / "bin" / "python"
+    purelib = subprocess.run([str(py), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+                             check=True, capture_output=True, text=True).stdout.strip()
+    subprocess.run([sys.executable, "-m", "pip", "--python", str(py), "install", "--quiet",
+                    "--no-deps", "--no-index", str(wheel)], check=True, capture_output=True,
+                   text=True, timeout=300)
+    # dependencies from this environment, after the venv's own site-packages
+    (pathlib.Path(purelib) / "zz_test_dependencies.pth").write_text(
+        sysconfig.get_path("purelib") + "\n", encoding="utf-8")
+    run = subprocess.run([str(py), "-c", SMOKE], cwd=tmp_path, capture_output=True, text=True,
+                         timeout=300)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.startswith("OK ")
+    # the console script is installed too
+    assert (env / "bin" / "cbdt").exists()
