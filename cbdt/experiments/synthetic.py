@@ -726,8 +726,8 @@ def attribution_timing(
     BLAS runs on one thread while timing, as in ``benchmarks/bench_attribution.py``: a query
     is one small matrix-vector product, which threads do not speed up but which a thread
     pool's wake-up and a busy machine slow down, unevenly between methods. The numbers are
-    still wall-clock times of this process and move with the machine's load. At n = 500 every
-    method is one small matrix-vector product, so per-call overhead dominates.
+    still wall-clock times of this process and move with the machine's load; at n = 500
+    per-call overhead dominates them.
 
     Returns
     -------
