@@ -1,8 +1,9 @@
 # cbdt: two commands do all set-up on a fresh machine.
 #   make book   create .venv (first use), install -e .[book,scale], build the HTML book into _build/html
 #   make test   create/update .venv with .[book,test,scale], run every test (unit, property, nbval,
-#               portability on generic kernels, book -W, browser)
+#               portability on generic kernels, book -W, browser, student edition)
 #   make pdf    print the whole book to _build/pdf/cbdt-book.pdf (Chromium, offline)
+#   make student  the student edition (no solutions): _build/student/notebooks and _build/student/html
 #   make lab    open the notebooks in JupyterLab
 #   make bench  run the speed benchmarks
 SHELL := /bin/bash
@@ -38,12 +39,16 @@ JB := $(BIN)/jupyter-book
 export PYTHONHASHSEED := 0
 
 .PHONY: book test unit nbval portability portability-reference book-strict browser lint lab bench \
+  student student-test \
   vendor pdf clean help
 
 help:
 	@echo "make book   build the HTML book (creates .venv on first use)"
-	@echo "make test   run every test: unit + property, nbval, portability, strict book build, browser"
+	@echo "make test   run every test: unit + property, nbval, portability, strict book build, browser,"
+	@echo "            student edition"
 	@echo "make pdf    print the whole book to one PDF, _build/pdf/cbdt-book.pdf"
+	@echo "make student  the student edition, every exercise and no solution: _build/student/notebooks"
+	@echo "             (open with .venv/bin/jupyter lab _build/student/notebooks) and _build/student/html"
 	@echo "make lab    open JupyterLab on notebooks/"
 	@echo "make bench  run benchmarks/"
 
@@ -110,13 +115,31 @@ browser: $(TEST_STAMP) book-strict
 	  echo "SKIPPED the browser test: /usr/bin/chromium is not installed (apt-get install -y chromium)."; \
 	fi
 
+# The student edition: every exercise, no solution (scripts/student_edition.py). The HTML shares
+# the instructor build's environment (_build/.doctrees): after make book it only writes pages.
+STUDENT := _build/student
+STUDENT_HTML = $(BIN)/python scripts/student_edition.py html --config "$$cfg" --out $(STUDENT)/html
+
+student: $(BOOK_STAMP) _vendor/.complete
+	$(BIN)/python scripts/student_edition.py notebooks --out $(STUDENT)/notebooks
+	cfg="$$($(BOOK_CONFIG))"; $(STUDENT_HTML)
+	@echo "Student notebooks: $(STUDENT)/notebooks (.venv/bin/jupyter lab $(STUDENT)/notebooks)"
+	@echo "Student book: file://$(CURDIR)/$(STUDENT)/html/index.html"
+
+# make test: the student HTML written strictly (-W -n) from book-strict's environment, then
+# checked against _build/html (the stripping itself is tested by `make unit`)
+student-test: $(TEST_STAMP) book-strict
+	cfg="$$($(BOOK_CONFIG))"; $(STUDENT_HTML) --strict
+	CBDT_STUDENT_HTML=$(STUDENT)/html $(BIN)/pytest tests/test_student_edition.py::TestStudentHTML \
+	  -q -p no:randomly -p no:xdist -p no:nbval
+
 # one HTML page (singlehtml, the vendored MathJax) printed by playwright's Chromium
 pdf: $(TEST_STAMP) _vendor/.complete
 	@if [ ! -x /usr/bin/chromium ]; then \
 	  echo "make pdf needs /usr/bin/chromium (apt-get install -y chromium)"; exit 1; fi
 	$(BIN)/python scripts/print_pdf.py
 
-test: lint unit nbval portability book-strict browser
+test: lint unit nbval portability book-strict browser student-test
 	@echo "make test: all checks passed"
 
 lab: $(BOOK_STAMP)
