@@ -454,6 +454,16 @@ sensitivity table shows what the choice changes.
 """
 
 
+#: The rule for "agrees", stated on the page above the legend.
+_RULE = (
+    "**The rule for *agrees*.** A row agrees only when the paper's value lies inside the "
+    "book's 95% interval (for an exact result: within the stated tolerance). The converse, the "
+    "book's mean inside the paper's interval, is not enough: a wide interval on the paper's side "
+    "would then let almost any result agree. Where the paper gives an interval of its own and "
+    "the two overlap while the paper's value lies outside the book's, the row still *differs*."
+)
+
+
 def render_page(chapters: Sequence[ChapterClaims]) -> str:
     """``book/reproducibility.md`` from the chapters' stored claims.
 
@@ -472,7 +482,7 @@ def render_page(chapters: Sequence[ChapterClaims]) -> str:
         for s, v in ch.counts().items():
             total[s] = total.get(s, 0) + v
     n = sum(total.values())
-    lines = [_PAGE_HEAD, "Status legend:", ""]
+    lines = [_PAGE_HEAD, _RULE, "", "Status legend:", ""]
     lines += [f"- **{s}**: {meaning}." for s, meaning in STATUSES.items()]
     lines.append("")
     summary = ", ".join(f"{total[s]} {s}" for s in STATUSES if s in total)
