@@ -83,6 +83,7 @@ book: $(BOOK_STAMP) _vendor/.complete
 
 lint: $(TEST_STAMP)
 	$(BIN)/ruff check cbdt tests benchmarks scripts
+	$(BIN)/python scripts/lab_markup.py --check notebooks/[0-9][0-9]_*.ipynb
 
 unit: $(TEST_STAMP)
 	$(BIN)/pytest tests -m "not browser and not portability" --ignore=tests/test_browser.py -q
