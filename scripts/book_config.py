@@ -223,7 +223,7 @@ def install_cell_source(url: str | None, branch: str = DEFAULT_BRANCH) -> str:
         Python with one ``%pip`` line magic.
     """
     head = (
-        "# install cbdt if this kernel lacks it (Colab, Binder, a fresh kernel); silent otherwise\n"
+        "# install cbdt if this kernel lacks it (Colab, Binder); silent otherwise\n"
         "try:\n"
         "    import cbdt\n"
         "except ImportError:\n"
@@ -235,9 +235,10 @@ def install_cell_source(url: str | None, branch: str = DEFAULT_BRANCH) -> str:
         '    if Path("../pyproject.toml").is_file() and Path("../cbdt").is_dir():\n'
         f'        %pip install --quiet "{install_spec(None)}"\n'
         "    else:\n"
-        '        print("cbdt is not installed and this notebook is not inside a cbdt checkout: "\n'
-        '              "clone the repository and run `make lab` there (or `pip install \'.[book]\'` "\n'
-        '              "in the checkout), then restart the kernel.")'
+        '        print("cbdt is not installed and this notebook is not inside a cbdt "\n'
+        '              "checkout: clone the repository and run `make lab` there "\n'
+        '              "(or `pip install \'.[book]\'` in the checkout), then restart "\n'
+        '              "the kernel.")'
     )
 
 
