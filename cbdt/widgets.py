@@ -7,12 +7,18 @@ Each explorer is an :class:`ipywidgets.VBox` (controls and an ``Output``) that i
 Jupyter. Displayed, it also carries a static twin (:mod:`cbdt.explorer`): the states of a small
 grid of control values, precomputed when the notebook runs, with plain HTML controls that switch
 between them. The built book shows the static twin (no kernel there); Jupyter shows the widget.
+
+Set the environment variable ``CBDT_STATIC_TWIN=0`` in a live session that never feeds the book
+(a test of JupyterLab, a quick look) to skip the static twin: the widget is the same, only the
+precomputed frames (tens of seconds for the larger explorers) are not rendered. The chapters'
+stored outputs are made without it (``scripts/execute_notebooks.py``).
 """
 
 from __future__ import annotations
 
 import functools
 import html as _html
+import os
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -101,7 +107,8 @@ def _explorer_class() -> type:
 
         def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any]:
             bundle = super()._repr_mimebundle_(**kwargs) or {}
-            bundle["text/html"] = self.static_html()
+            if os.environ.get("CBDT_STATIC_TWIN", "1") != "0":
+                bundle["text/html"] = self.static_html()
             return bundle
 
     return Explorer

@@ -98,6 +98,9 @@ def lab(tmp_path_factory) -> Iterator[str]:
         "JUPYTER_RUNTIME_DIR": str(tmp / "runtime"),
         "JUPYTER_DATA_DIR": str(tmp / "data"),  # the notebook trust database, among others
         "CBDT_OFFLINE": "1",
+        # the live widgets only: the explorers' static twins (what the HTML book shows, tested
+        # by nbval and tests/test_browser.py) cost ch. 01 about 40 s to render
+        "CBDT_STATIC_TWIN": "0",
         # the kernel imports cbdt from this checkout (the copies live outside it)
         "PYTHONPATH": os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH"))
                                       if p),

@@ -286,3 +286,15 @@ def test_pjm_audit_explorer_static_twin():
     assert all(png_width(f["png"]) <= 1000 for f in frames)
     with pytest.raises(ValueError, match="index"):
         widgets.pjm_audit_explorer(run, index=60)
+
+
+def test_static_twin_can_be_skipped_in_a_live_session(memory, monkeypatch):
+    """CBDT_STATIC_TWIN=0: the live widget only, no precomputed frames rendered."""
+    monkeypatch.setenv("CBDT_STATIC_TWIN", "0")
+    box = widgets.cbdt_explorer(memory, bandwidth=1.0, grid_size=10,
+                                static_bandwidths=(2.0,), static_points=2)
+    bundle = box._repr_mimebundle_()
+    assert "application/vnd.jupyter.widget-view+json" in bundle
+    assert "text/html" not in bundle and box._frames is None
+    monkeypatch.setenv("CBDT_STATIC_TWIN", "1")
+    assert "text/html" in box._repr_mimebundle_()
