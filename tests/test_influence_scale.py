@@ -11,8 +11,7 @@ from hypothesis import strategies as st
 
 from cbdt import CaseInfluence
 from cbdt import InputError as cbdt_InputError
-from cbdt._ranking import merge_top_k
-from cbdt.influence import _scan_top_k
+from cbdt._ranking import _scan_top_k, merge_top_k
 
 EPS = np.finfo(np.float64).eps
 

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from cbdt import CaseInfluence
-from cbdt import influence as influence_mod
-from cbdt.influence import _scan_top_k
+from cbdt import _ranking as influence_mod
+from cbdt._ranking import _scan_top_k
 
 ORDERS = ("abs", "positive", "negative")
 
