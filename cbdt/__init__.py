@@ -29,9 +29,12 @@ from .exceptions import (
     CBDTError,
     DegenerateAuditWarning,
     InputError,
+    LayerWarning,
     NotFittedError,
     RankDeficientError,
     ReturnsWarning,
+    ScoreUnitsWarning,
+    SolverFallbackWarning,
 )
 from .geometry import cotransformed_metric, reparameterize, zca_whitening
 from .influence import CaseInfluence, Explanation, TopCases
@@ -66,6 +69,9 @@ __all__ = [
     "CBDTError",
     "DegenerateAuditWarning",
     "ReturnsWarning",
+    "SolverFallbackWarning",
+    "LayerWarning",
+    "ScoreUnitsWarning",
     "InputError",
     "NotFittedError",
     "RankDeficientError",

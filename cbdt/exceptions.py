@@ -16,6 +16,9 @@ __all__ = [
     "InputError",
     "DegenerateAuditWarning",
     "ReturnsWarning",
+    "SolverFallbackWarning",
+    "LayerWarning",
+    "ScoreUnitsWarning",
 ]
 
 
@@ -65,4 +68,29 @@ class ReturnsWarning(UserWarning):
 
     :meth:`cbdt.influence.CaseInfluence.fit` warns when ``R`` is one column of integer labels:
     it would be treated as the returns of a single action.
+    """
+
+
+class SolverFallbackWarning(UserWarning):
+    """A fit could not use the exact solver it was asked for and used another, announced.
+
+    :func:`cbdt.torch.from_torch` with ``solver="auto"`` warns when the representation is rank
+    deficient (dead or constant units) and it falls back to the minimum-norm ``"lstsq"``
+    solution; the fitted object's ``solver_`` records the solver that ran.
+    """
+
+
+class LayerWarning(UserWarning):
+    """The layer chosen as the representation is probably not the one meant.
+
+    For example a pre-activation ``nn.Linear`` whose output goes through a nonlinearity before
+    the head: the probe on it is not the network's last hidden representation.
+    """
+
+
+class ScoreUnitsWarning(UserWarning):
+    """Two sets of scores compared with each other are on different scales.
+
+    For example a cross-entropy classifier's logits against a probe fitted to one-hot returns:
+    absolute differences between them mean nothing; read the scale-free measures instead.
     """
