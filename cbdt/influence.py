@@ -21,116 +21,29 @@ import json
 import numbers
 import warnings
 from collections.abc import Iterator
-from typing import Any, Literal, NamedTuple
+from typing import Any, Literal
 
 import numpy as np
-import pandas as pd
 from scipy import linalg
 
 from ._params import ParamsMixin
+from ._query import CaseQueryMixin, Explanation, TopCases
 from ._ranking import _rank_dask, _row_blocks, _scan_top_k, _top_k_row, top_k_indices
 from ._validation import (
     as_float_matrix,
-    as_query,
-    check_action,
+    check_action_names,
     check_case_ids,
     check_finite,
-    check_k,
     check_nonnegative_scalar,
 )
 from .exceptions import InputError, NotFittedError, RankDeficientError, ReturnsWarning
 
-__all__ = ["CaseInfluence", "TopCases", "Explanation"]
+__all__ = ["CaseInfluence", "CaseQueryMixin", "TopCases", "Explanation"]
 
 _EPS = np.finfo(np.float64).eps
 
 
-class _TopCasesFields(NamedTuple):
-    indices: np.ndarray
-    contributions: np.ndarray
-
-
-class TopCases(_TopCasesFields):
-    """Result of :meth:`CaseInfluence.top_cases`: unpacks as ``indices, contributions``.
-
-    Attributes
-    ----------
-    indices : ndarray of int, shape (m, k) or (k,)
-        Training-case positions (rows of ``Phi``), strongest first.
-    contributions : ndarray of float, shape (m, k) or (k,)
-        The signed contributions :math:`\\psi_i(a, x)` (eq. 15) of those cases.
-    case_ids : ndarray, shape (m, k) or (k,)
-        The same cases named by the labels given to ``fit`` (``case_ids=`` or the index of a
-        ``Phi`` DataFrame); the positions when the cases were not labelled.
-    """
-
-    case_ids: np.ndarray
-
-    def __new__(
-        cls, indices: np.ndarray, contributions: np.ndarray, case_ids: np.ndarray | None = None
-    ) -> TopCases:
-        self = super().__new__(cls, indices, contributions)
-        self.case_ids = indices if case_ids is None else case_ids
-        return self
-
-    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
-        return (TopCases, (self.indices, self.contributions, self.case_ids))
-
-    def to_frame(self) -> pd.DataFrame:
-        """One row per (query, rank): ``query, rank, position, case_id, psi``.
-
-        Returns
-        -------
-        pandas.DataFrame
-            ``k`` rows for a 1-D query, ``m * k`` rows otherwise.
-        """
-        idx = np.atleast_2d(self.indices)
-        m, k = idx.shape
-        return pd.DataFrame(
-            {
-                "query": np.repeat(np.arange(m), k),
-                "rank": np.tile(np.arange(1, k + 1), m),
-                "position": idx.ravel(),
-                "case_id": np.atleast_2d(self.case_ids).ravel(),
-                "psi": np.atleast_2d(self.contributions).ravel(),
-            }
-        )
-
-
-class Explanation(NamedTuple):
-    """Result of :meth:`CaseInfluence.explain`.
-
-    Attributes
-    ----------
-    cases : pandas.DataFrame
-        One row per (query, rank): ``query, rank, case_id, alpha, psi, return, case_action,
-        effect``.
-    signals : pandas.DataFrame
-        One row per query (index ``query``): ``action, score, margin, entropy, gini, risk``.
-    """
-
-    cases: pd.DataFrame
-    signals: pd.DataFrame
-
-    def plot(self, query: int = 0, **kwargs: Any) -> Any:
-        """Draw one query's top cases (:func:`cbdt.plots.plot_top_cases`).
-
-        Parameters
-        ----------
-        query : int, default=0
-        **kwargs
-            Passed on (``action_names``, ``ax``, ``max_label``).
-
-        Returns
-        -------
-        matplotlib.figure.Figure
-        """
-        from .plots import plot_top_cases
-
-        return plot_top_cases(self, query, **kwargs)
-
-
-class CaseInfluence(ParamsMixin):
+class CaseInfluence(CaseQueryMixin, ParamsMixin):
     """Exact case-influence decomposition of an OLS (or ridge) readout (Proposition 1).
 
     Parameters
@@ -185,8 +98,9 @@ class CaseInfluence(ParamsMixin):
         Float64 Gram matrix :math:`\\Phi^\\top\\Phi` (``H' = H + 1`` with an intercept).
     n_cases_ : int
         Number of training cases ``n``.
-    n_features_ : int
-        Representation width ``H``.
+    n_features_in_ : int
+        Representation width ``H`` (scikit-learn's name; ``n_features_`` is a deprecated
+        alias).
     n_actions_ : int
         Number of actions ``|A|``.
     returns_ : ndarray of shape (n, |A|)
@@ -200,6 +114,9 @@ class CaseInfluence(ParamsMixin):
     case_ids_ : ndarray of shape (n,) or None
         The training cases' labels given to ``fit`` (``case_ids=`` or a ``Phi`` DataFrame's
         index); ``None`` when the cases are named by their positions ``0..n-1``.
+    action_names_ : ndarray of shape (|A|,)
+        The actions' names: the columns of a returns DataFrame or ``action_names=`` given to
+        ``fit``, else the positions ``0..|A|-1``. Every ``action=`` argument accepts them.
 
     Notes
     -----
@@ -292,15 +209,6 @@ class CaseInfluence(ParamsMixin):
             f"solver={self.solver!r}, ridge_metric={metric}{extra})"
         )
 
-    def _blocks(self, m: int, step: int, what: str) -> Any:
-        """Block starts ``0, step, ...``; a tqdm bar when ``progress`` and several blocks."""
-        starts = range(0, m, step)
-        if self.progress and len(starts) > 1:
-            from tqdm.auto import tqdm
-
-            return tqdm(starts, desc=what, unit="block", leave=False)
-        return starts
-
     def _check_tunables(self) -> None:
         mc = self.max_condition
         if not isinstance(mc, numbers.Real) or isinstance(mc, bool) or not mc >= 1:
@@ -311,7 +219,9 @@ class CaseInfluence(ParamsMixin):
                 raise InputError(f"{name} must be a positive integer, got {v!r}.")
 
     # ------------------------------------------------------------------ fitting
-    def fit(self, Phi: Any, R: Any, *, case_ids: Any = None) -> CaseInfluence:
+    def fit(
+        self, Phi: Any, R: Any, *, case_ids: Any = None, action_names: Any = None
+    ) -> CaseInfluence:
         """Factor the case memory once (a tall-skinny QR of ``Phi``) and solve for the readout.
 
         Parameters
@@ -326,6 +236,10 @@ class CaseInfluence(ParamsMixin):
             of a ``Phi`` DataFrame when it is not the plain ``0..n-1``, else none. Kept as
             :attr:`case_ids_`; every result that names cases (:meth:`top_cases`,
             :meth:`explain`) carries them.
+        action_names : array-like of shape (|A|,), optional
+            Names of the actions (columns of ``R``). Default: the columns of an ``R``
+            DataFrame, else the positions ``0..|A|-1``. Kept as :attr:`action_names_`; every
+            ``action=`` argument accepts a name, and results and plots show the names.
 
         Returns
         -------
@@ -370,8 +284,10 @@ class CaseInfluence(ParamsMixin):
                     stacklevel=2,
                 )
             R = R[:, None]
-        if isinstance(R_in, np.ndarray) and np.shares_memory(R, R_in):
-            R = R.copy()  # cached: editing the caller's R later must not break Prop. 1
+        if R is R_in or not R.flags.owndata:
+            # cached: editing the caller's R later (an array, a DataFrame or a tensor, whose
+            # numpy view shares its memory) must not break Prop. 1
+            R = np.array(R, dtype=np.float64, order="C")
         R.setflags(write=False)
         check_finite("R", R, hint="returns r_i(a) must be finite for every case and action")
         if R.shape[0] != n:
@@ -379,6 +295,8 @@ class CaseInfluence(ParamsMixin):
                 f"Phi has {n} rows (training cases) but R has {R.shape[0]}; row i of both must "
                 "belong to training case i."
             )
+        # action names (H3): R's DataFrame columns or action_names=, default 0..|A|-1
+        names = check_action_names(action_names, R.shape[1], R_in)
         metric = self._check_metric(H)
         Hp = H + int(self.intercept)
 
@@ -392,8 +310,6 @@ class CaseInfluence(ParamsMixin):
             scale = float(2.0 ** -np.round(np.log2(max_abs)))
             T, _ = self._tsqr(Phi, R, scale, kind)
         self._scale = scale
-        R0 = np.ascontiguousarray(T[:Hp, :Hp])
-        Tf = T[:Hp]
         L = None
         if ridge > 0:  # lambda |v|^2 = lambda c^2 |v_c|^2 for the rescaled weights v_c = v / c
             L = np.zeros((H, T.shape[1]))
@@ -402,6 +318,19 @@ class CaseInfluence(ParamsMixin):
             else:  # M = U diag(w) U^T: the rows sqrt(lam w) U^T
                 w, U = linalg.eigh(metric)
                 L[:, :H] = (np.sqrt(np.clip(w, 0.0, None) * ridge) * scale)[:, None] * U.T
+        # The constant coordinate is equilibrated with the columns of [Phi; ridge rows]: alpha
+        # does not depend on the scale of any coordinate (Appendix B), but the condition
+        # number of [c Phi, 1] does. Its value t is the power of two nearest the geometric
+        # mean of the other columns' norms over sqrt(n), applied exactly to the factor's
+        # column: QR([A, t 1]) = Q [R_A, t r_1].
+        const = _constant_coordinate(T[:Hp, :Hp], L, H) if self.intercept else 1.0
+        if const != 1.0:
+            T = T.copy()
+            T[:, H] *= const
+        self._const = const
+        R0 = np.ascontiguousarray(T[:Hp, :Hp])
+        Tf = T[:Hp]
+        if L is not None:
             Tf = _qr_r(np.vstack([Tf, L]))[:Hp]
         Rf, Cf = np.ascontiguousarray(Tf[:, :Hp]), np.ascontiguousarray(Tf[:, Hp:])
 
@@ -413,6 +342,11 @@ class CaseInfluence(ParamsMixin):
         # singular values of [Phi; sqrt(lam) M^1/2] give rank and condition number
         tol = float(sv[0]) * max(n, Hp) * _EPS
         rank = int(np.sum(sv > tol))
+        if L is None:
+            rank_phi = rank
+        else:  # rank_ is that of Phi (with the constant column), not of [Phi; sqrt(lam) M^1/2]
+            sv0 = linalg.svdvals(R0, check_finite=False)
+            rank_phi = int(np.sum(sv0 > float(sv0[0]) * max(n, Hp) * _EPS)) if sv0[0] > 0 else 0
         cond = float((sv[0] / sv[-1]) ** 2) if sv[-1] > 0 else float("inf")  # of G + lam M
         if solver == "cholesky":
             if rank < Hp or cond > self.max_condition:
@@ -444,10 +378,19 @@ class CaseInfluence(ParamsMixin):
             self._Phi = None
             if V_dual is not None:  # from the same factorisation as D: Prop. 1 to rounding
                 V = V_dual
+            elif L is not None:
+                V = self._dual.T @ R
         else:  # memmap or dask array: kept by reference, read at every query
             self._dual, self._Phi = None, Phi
-        self._set_fitted(R0, R, V, n, H, rank, cond, solver)
+            if L is not None:
+                V = self._solve(R0.T @ T[:Hp, Hp:])
+        # With a ridge the readout is taken from the same solves as the coefficients,
+        # V = (G + lam M)^-1 Phi^T R: the QR readout R_lam^-1 Q^T [R; 0] loses digits as
+        # lam / |G| grows (relative error ~ eps sqrt(lam / |G|)), and the scores would drift
+        # from alpha @ R (Prop. 1) by as much.
+        self._set_fitted(R0, R, V, n, H, rank_phi, cond, solver)
         self.case_ids_ = ids
+        self.action_names_ = names
         return self
 
     def _set_fitted(
@@ -466,12 +409,13 @@ class CaseInfluence(ParamsMixin):
         scale = self._scale
         Hp = H + int(self.intercept)
         G = R0.T @ R0
-        if scale == 1.0:
+        const = getattr(self, "_const", 1.0)
+        if scale == 1.0 and const == 1.0:
             self.gram_ = G
         else:  # the Gram matrix of Phi itself (inf where it exceeds float64)
             D = np.full(Hp, 1.0 / scale)
             if self.intercept:
-                D[H] = 1.0
+                D[H] = 1.0 / const
             with np.errstate(over="ignore"):
                 self.gram_ = G * D[:, None] * D[None, :]
         self.gram_.setflags(write=False)
@@ -481,7 +425,7 @@ class CaseInfluence(ParamsMixin):
         for arr in (R, self._returns_t, V, R0):
             arr.setflags(write=False)
         self.n_cases_ = n
-        self.n_features_ = H
+        self.n_features_in_ = H
         self.n_actions_ = R.shape[1]
         self.rank_ = rank
         self.condition_number_ = cond
@@ -489,7 +433,7 @@ class CaseInfluence(ParamsMixin):
         self._V = V  # weights of the rescaled features scale * phi
         self.readout_ = V[:H] * scale if scale != 1.0 else V[:H].copy()
         if self.intercept:
-            self.intercept_ = V[H].copy()
+            self.intercept_ = V[H] * const
 
     def _tsqr(
         self, Phi: Any, R: np.ndarray, scale: float, kind: str
@@ -551,7 +495,7 @@ class CaseInfluence(ParamsMixin):
         else:
             np.copyto(D[:, :H], Phi)
         if self.intercept:
-            D[:, H] = 1.0
+            D[:, H] = self._const
         if self._factor is not None:  # D^T = R^-1 R^-T [Phi, 1]^T, in place (D.T is F order)
             trsm = linalg.blas.dtrsm
             Dt = trsm(1.0, self._factor, D.T, side=0, lower=0, trans_a=1, overwrite_b=1)
@@ -601,9 +545,10 @@ class CaseInfluence(ParamsMixin):
             "V": self._V,
             "fitted": np.array(
                 [self._scale, self.rank_, self.condition_number_, self.n_cases_,
-                 self.n_features_, self.n_actions_]
+                 self.n_features_in_, self.n_actions_]
             ),
             "solver_": np.array(self.solver_),
+            "const": np.array(self._const),
         }
         if self.ridge_metric is not None:
             arrays["ridge_metric"] = np.asarray(self.ridge_metric, dtype=np.float64)
@@ -616,8 +561,11 @@ class CaseInfluence(ParamsMixin):
         if include_phi:
             if self._dual is not None:
                 arrays["dual"] = self._dual
-            elif self._Phi is not None:
-                arrays["Phi"] = np.asarray(self._Phi, dtype=np.float64)
+            elif self._Phi is not None:  # in its own dtype: a float32 memmap is not widened
+                Phi = self._Phi
+                if _is_dask(Phi):
+                    Phi = Phi.compute()
+                arrays["Phi"] = Phi if Phi.dtype == np.float32 else np.asarray(Phi, np.float64)
         np.savez(path, **arrays)
 
     @classmethod
@@ -636,28 +584,88 @@ class CaseInfluence(ParamsMixin):
                     f"{path!s} is not a CaseInfluence file of format {cls._FORMAT} (written by "
                     "CaseInfluence.save of this version); refit and save it again."
                 )
-            params = json.loads(str(f["params"]))
-            metric = f["ridge_metric"] if "ridge_metric" in f else None
-            ci = cls(ridge_metric=metric, **params)
-            scale, rank, cond, n, H, A = f["fitted"].tolist()
-            ci._scale = float(scale)
-            if "factor" in f:
-                ci._factor, ci._eig = f["factor"], None
-            else:
-                ci._factor, ci._eig = None, (f["eig_W"], f["eig_w"])
-            ci._dual = f["dual"] if "dual" in f else None
-            ci._Phi = f["Phi"] if "Phi" in f else None
-            ci._kind = "array" if ci._Phi is None else "loaded"
-            for arr in (ci._dual, ci._Phi):
-                if arr is not None:
-                    arr.setflags(write=False)
-            ci._set_fitted(
-                f["gram_factor"], f["returns"], f["V"], int(n), int(H), int(rank),
-                float(cond), str(f["solver_"]),
+            ci = cls._from_file(f, path)
+        return ci
+
+    @classmethod
+    def _from_file(cls, f: Any, path: Any) -> CaseInfluence:
+        """Build a fitted estimator from an open ``.npz`` file, checking every entry."""
+
+        def bad(what: str) -> InputError:
+            return InputError(
+                f"{path!s} is damaged or was not written by CaseInfluence.save: {what}. Refit "
+                "and save it again."
             )
-            ci.case_ids_ = f["case_ids"] if "case_ids" in f else None
-            if ci.case_ids_ is not None:
-                ci.case_ids_.setflags(write=False)
+
+        for key in ("params", "gram_factor", "returns", "V", "fitted", "solver_"):
+            if key not in f:
+                raise bad(f"the entry {key!r} is missing")
+        try:
+            params = json.loads(str(f["params"]))
+        except ValueError as err:
+            raise bad(f"its 'params' entry is not JSON ({err})") from None
+        if not isinstance(params, dict):
+            raise bad("its 'params' entry is not a mapping of parameter names")
+        unknown = sorted(set(params) - set(cls._PARAMS))
+        if unknown:
+            raise InputError(
+                f"{path!s} sets parameter(s) {unknown} that this version of cbdt does not "
+                "know: it was written by a newer cbdt. Upgrade cbdt (pip install -U cbdt) or "
+                "refit and save it with this version."
+            )
+        fitted = f["fitted"]
+        if fitted.shape != (6,):
+            raise bad(f"'fitted' has shape {fitted.shape}, expected (6,)")
+        scale, rank, cond, n, H, A = fitted.tolist()
+        n, H, A = int(n), int(H), int(A)
+        metric = f["ridge_metric"] if "ridge_metric" in f else None
+        ci = cls(ridge_metric=metric, **params)
+        Hp = H + int(bool(ci.intercept))
+        expect = {
+            "gram_factor": (Hp, Hp),
+            "returns": (n, A),
+            "V": (Hp, A),
+            "factor": (Hp, Hp),
+            "dual": (n, Hp),
+            "Phi": (n, H),
+            "eig_W": (Hp, None),
+            "eig_w": (None,),
+            "case_ids": (n,),
+        }
+        for key, shape in expect.items():
+            if key in f:
+                got = f[key].shape
+                if len(got) != len(shape) or any(
+                    e is not None and g != e for g, e in zip(got, shape, strict=True)
+                ):
+                    want = tuple("k" if e is None else e for e in shape)
+                    raise bad(
+                        f"{key!r} has shape {got}, but the fit it describes (n = {n} cases, "
+                        f"H = {H} features, |A| = {A} actions) needs {want}"
+                    )
+        if "factor" not in f and not ("eig_W" in f and "eig_w" in f):
+            raise bad("neither 'factor' nor 'eig_W'/'eig_w' is present")
+        if "factor" not in f and f["eig_W"].shape[1] != f["eig_w"].shape[0]:
+            raise bad(f"'eig_W' {f['eig_W'].shape} and 'eig_w' {f['eig_w'].shape} disagree")
+        ci._scale = float(scale)
+        ci._const = float(f["const"]) if "const" in f else 1.0
+        if "factor" in f:
+            ci._factor, ci._eig = f["factor"], None
+        else:
+            ci._factor, ci._eig = None, (f["eig_W"], f["eig_w"])
+        ci._dual = f["dual"] if "dual" in f else None
+        ci._Phi = f["Phi"] if "Phi" in f else None
+        ci._kind = "array" if ci._Phi is None else "loaded"
+        for arr in (ci._dual, ci._Phi):
+            if arr is not None:
+                arr.setflags(write=False)
+        ci._set_fitted(
+            f["gram_factor"], f["returns"], f["V"], n, H, int(rank), float(cond),
+            str(f["solver_"]),
+        )
+        ci.case_ids_ = f["case_ids"] if "case_ids" in f else None
+        if ci.case_ids_ is not None:
+            ci.case_ids_.setflags(write=False)
         return ci
 
     # ------------------------------------------------------------------ queries
@@ -779,193 +787,6 @@ class CaseInfluence(ParamsMixin):
         lev = np.einsum("hm,hm->m", Y, Y)
         return float(lev[0]) if single else lev
 
-    def contributions(self, phi: Any, action: Any) -> np.ndarray:
-        """Case audit contributions :math:`\\psi_i(a, x) = \\alpha_i(x) r_{i,a}` (eq. 15).
-
-        Parameters
-        ----------
-        phi : array-like of shape (m, H) or (H,)
-        action : int or array of int of shape (m,)
-            One action for all queries, or one per query.
-
-        Returns
-        -------
-        psi : ndarray of shape (m, n), or (n,) for a 1-D query
-        """
-        Q, single = self._check_query(phi)
-        acts = check_action(action, self.n_actions_, Q.shape[0])
-        out = np.empty((Q.shape[0], self.n_cases_))
-        for s in self._blocks(Q.shape[0], self.batch_size, "contributions"):
-            sl = slice(s, s + self.batch_size)
-            self._alpha(Q[sl], out=out[sl])
-            out[sl] *= self._returns_t[acts[sl]]  # rows of R^T: contiguous, in place
-        return out[0] if single else out
-
-    def explain(
-        self,
-        phi: Any,
-        k: int = 10,
-        *,
-        case_ids: Any = None,
-        action: Any = None,
-        gamma: float = 1.0,
-        eps: float = 1e-12,
-        rank_by: Literal["contribution", "coefficient"] = "contribution",
-    ) -> Explanation:
-        """One-call case account of many decisions: top cases and audit signals (Sec. 4).
-
-        Computes :math:`\\alpha(x)` once per query block and returns, for every query, its
-        ``k`` strongest cases (eq. 15) and its signals (eq. 16-20), with the caller's case
-        ids.
-
-        Parameters
-        ----------
-        phi : array-like of shape (m, H) or (H,)
-            Query representations.
-        k : int, default=10
-            Cases listed per query, and the top-k of eq. 16-18.
-        case_ids : array-like of shape (n,) or pandas.Index, optional
-            Labels of the training cases (e.g. the index of the training DataFrame); default
-            :attr:`case_ids_` from ``fit``, else the positions ``0..n-1``.
-        action : int or array-like of int of shape (m,), optional
-            Audited action per query; default the readout's choice :math:`\\arg\\max_a Q`.
-        gamma, eps : float
-            As in :func:`cbdt.audit.risk_score`.
-        rank_by : {"contribution", "coefficient"}, default="contribution"
-            Rank cases (and form eq. 16-18) by :math:`|\\psi_i|` or by :math:`|\\alpha_i|`
-            (:func:`cbdt.audit.audit_signals`).
-
-        Returns
-        -------
-        Explanation
-            ``cases``: one row per (query, rank) with ``query, rank, case_id, alpha, psi,
-            return, case_action, effect`` (``"raises"`` or ``"lowers"`` the audited score);
-            ``signals``: one row per query with ``action, score, margin, entropy, gini,
-            risk``.
-        """
-        from .audit import _check_eps, _signal_table, _top_signals
-
-        if rank_by not in ("contribution", "coefficient"):
-            raise InputError(
-                f"rank_by must be 'contribution' or 'coefficient', got {rank_by!r}."
-            )
-        Q, _ = self._check_query(phi)
-        n, A = self.n_cases_, self.n_actions_
-        k = check_k(k, n)
-        eps = _check_eps(eps)
-        gamma = check_nonnegative_scalar("gamma", gamma)
-        ids = self._case_ids(case_ids)
-        m = Q.shape[0]
-        S = self._augment(Q) @ self._V
-        acts = np.argmax(S, axis=1) if action is None else check_action(action, A, m)
-        a_star = np.argmax(self.returns_, axis=1)
-        weight = "psi" if rank_by == "contribution" else "alpha"
-        idx, mass, signed = self._rank(Q, acts, k, "abs", weight, "explain")
-        ent, gini = _top_signals(mass, a_star[idx], A, k, eps)
-        alpha_k = signed if weight == "alpha" else self._alpha_at(Q, idx)
-        ret = self.returns_[idx, acts[:, None]]
-        psi_k = alpha_k * ret
-        cases = pd.DataFrame(
-            {
-                "query": np.repeat(np.arange(m), k),
-                "rank": np.tile(np.arange(1, k + 1), m),
-                "case_id": np.asarray(ids)[idx.ravel()],
-                "alpha": alpha_k.ravel(),
-                "psi": psi_k.ravel(),
-                "return": ret.ravel(),
-                "case_action": a_star[idx.ravel()],
-                "effect": np.where(psi_k.ravel() >= 0, "raises", "lowers"),
-            }
-        )
-        signals = _signal_table(S, acts, ent, gini, gamma)
-        signals.index.name = "query"
-        return Explanation(cases, signals)
-
-    def _case_ids(self, case_ids: Any = None) -> np.ndarray:
-        """The labels results name cases by: ``case_ids``, else those given to ``fit``."""
-        ids = check_case_ids(case_ids, self.n_cases_)
-        if ids is None:
-            ids = getattr(self, "case_ids_", None)
-        return np.arange(self.n_cases_) if ids is None else ids
-
-    def top_cases(
-        self,
-        phi: Any,
-        action: Any,
-        k: int = 10,
-        order: Literal["abs", "positive", "negative"] = "abs",
-    ) -> TopCases:
-        """The ``k`` training cases with the strongest contributions to ``Q(x, action)``.
-
-        Sec. 4 (i): ``order="abs"`` ranks by :math:`|\\psi_i|` (the most influential cases),
-        ``"positive"`` by :math:`\\psi_i` descending (strongest support), ``"negative"`` by
-        :math:`\\psi_i` ascending (strongest offsets). Ties go to the lower case index.
-        The contributions are formed and ranked in cache-sized blocks (one pass over the case
-        memory for all queries), so only the ``(m, k)`` result is kept, never the ``(m, n)``
-        contributions; memory stays bounded for any ``m`` and ``n``.
-
-        Parameters
-        ----------
-        phi : array-like of shape (m, H) or (H,)
-            Query representations.
-        action : int or array-like of int of shape (m,)
-            The action whose score is explained, one for all queries or one per query.
-        k : int, default=10
-            Cases per query, ``1 <= k <= n``.
-        order : {"abs", "positive", "negative"}, default="abs"
-
-        Returns
-        -------
-        TopCases
-            ``(indices, contributions)``, each of shape (m, k), or (k,) for a 1-D query, and
-            ``case_ids`` (the same cases by the labels given to ``fit``).
-
-        Notes
-        -----
-        A batch of queries (more than one cache-sized block of contributions) is answered by
-        one fused scan over the case memory, for ``batch_size`` queries at a time:
-
-        * Threads: the queries are split into as many contiguous groups as numpy's BLAS has
-          threads (:mod:`cbdt._threads`); each group is scanned by its own Python thread with
-          every BLAS pinned to one thread, so the GEMMs *and* the elementwise screening run on
-          all cores (with fewer than 64 queries per thread, each thread takes a share of the
-          cases instead and the per-thread lists are merged by key, then case index). The
-          output does not depend on the thread count or on scheduling.
-        * Blocks: for a block of up to 256 queries and a sub-chunk of cases (about half a
-          million contributions, e.g. 256 x 2,048), the contributions are formed by a float32
-          GEMM (against case rows already scaled by the returns of the queries' action, when
-          the block is large), keyed (``|psi|``, ``psi`` or ``-psi``) and reduced to maxima
-          of groups of 8 cases. Only groups whose maximum exceeds the query's running
-          threshold (less a rigorous bound ``M`` on the float32 error) are read again, and
-          their entries above it are kept as candidates with the bounds ``key32 -/+ M`` on
-          their float64 key. The threshold, the k-th largest lower bound so far, rises after
-          every sub-chunk; on a query's first sub-chunk it comes from the k-th largest
-          group maximum.
-        * Exactness: every case that can rank in the float64 top k survives the screen. At
-          the end of each chunk of the case memory (for an in-memory fit, the whole memory),
-          only the candidates whose upper bound still reaches the threshold, about ``k``
-          per query, are recomputed in float64 (one dot product each) and merged by a sort
-          of their float64 keys (ties to the lower case index). The indices and float64
-          contributions are therefore those of a stable sort of the float64 contributions,
-          at about the cost of a float32 GEMM; the pending candidates are resolved early
-          whenever a block holds more than ``8 k`` per query (e.g. massive ties), so
-          memory stays bounded. Blocks too large or too small for float32 fall back to
-          float64 throughout.
-        """
-        if order not in ("abs", "positive", "negative"):
-            raise InputError(f"order must be 'abs', 'positive' or 'negative', got {order!r}.")
-        self._check_fitted()
-        k = check_k(k, self.n_cases_)
-        Q, single = self._check_query(phi)
-        acts = check_action(action, self.n_actions_, Q.shape[0])
-        idx, _, vals = self._rank(Q, acts, k, order, "psi", "top_cases")
-        labels = getattr(self, "case_ids_", None)
-        ids = idx if labels is None else labels[idx]
-        if single:
-            return TopCases(idx[0], vals[0], ids[0])
-        return TopCases(idx, vals, ids)
-
-
     # ------------------------------------------------------------------ internals
     # entries (queries x cases) of one cache-sized block of the fused top-k scan
     _SCAN_ENTRIES = 1 << 19
@@ -1049,16 +870,12 @@ class CaseInfluence(ParamsMixin):
                 "This CaseInfluence is not fitted yet. Call .fit(Phi, R) before querying it."
             )
 
-    def _check_query(self, phi: Any) -> tuple[np.ndarray, bool]:
-        self._check_fitted()
-        return as_query("phi", phi, self.n_features_)
-
     def _augment(self, Q: np.ndarray) -> np.ndarray:
         """Queries in the fitted coordinates: rescaled, with the constant coordinate."""
         if self._scale != 1.0:
             Q = Q * self._scale
         if self.intercept:
-            return np.hstack([Q, np.ones((Q.shape[0], 1))])
+            return np.hstack([Q, np.full((Q.shape[0], 1), self._const)])
         return Q
 
     def _solve(self, rhs: np.ndarray) -> np.ndarray:
@@ -1084,9 +901,9 @@ class CaseInfluence(ParamsMixin):
         if self._dual is not None:  # X = dual rows: alpha = D [c phi; 1]
             return np.ascontiguousarray(Qa.T), None
         Z = self._solve(Qa.T)  # X = Phi rows: alpha = Phi (c z_H) + z_const
-        H = self.n_features_
+        H = self.n_features_in_
         Y = Z[:H] * self._scale if self._scale != 1.0 else np.ascontiguousarray(Z[:H])
-        return Y, (Z[H].copy() if self.intercept else None)
+        return Y, (Z[H] * self._const if self.intercept else None)
 
     def _chunks(self) -> Iterator[tuple[int, np.ndarray]]:
         """Case-side row chunks in float64: (start, X). A float32 memmap is converted into
@@ -1095,8 +912,8 @@ class CaseInfluence(ParamsMixin):
             yield 0, self._dual
             return
         Phi = self._Phi
-        if not isinstance(Phi, np.memmap):
-            yield 0, np.asarray(Phi, dtype=np.float64)
+        if not isinstance(Phi, np.memmap) and Phi.dtype == np.float64:
+            yield 0, np.asarray(Phi)
             return
         n, cs = self.n_cases_, self.chunk_size
         buf = None if Phi.dtype == np.float64 else np.empty((min(cs, n), Phi.shape[1]))
@@ -1236,6 +1053,21 @@ def _qr_r(X: np.ndarray) -> np.ndarray:
     return np.triu(qr[: X.shape[1]])
 
 
+def _constant_coordinate(T: np.ndarray, L: np.ndarray | None, H: int) -> float:
+    """Power of two for the constant coordinate that balances its column (column ``H`` of
+    the factor ``T``) against the geometric mean of the column norms of ``[Phi; L]``."""
+    X = T[:, :H] if L is None else np.vstack([T[:, :H], L[:, :H]])
+    top = np.abs(X).max(axis=0)
+    ok = top > 0
+    if not ok.any():
+        return 1.0
+    norms = top[ok] * np.sqrt(np.sum((X[:, ok] / top[ok]) ** 2, axis=0))  # no over/underflow
+    one = float(np.sqrt(np.sum(T[:, H] ** 2)))
+    # geometric mean of the column norms, in logarithms (no overflow)
+    ratio_log2 = float(np.mean(np.log2(norms))) - np.log2(one)
+    return float(2.0 ** np.round(ratio_log2))
+
+
 def _chunk_r(
     block: Any,
     Rb: np.ndarray,
@@ -1266,10 +1098,15 @@ def _chunk_r(
         Xb = X[p:]
         np.copyto(Xb[:, :H], block[s:e])  # float32/int memmap rows are converted here
         if not np.isfinite(Xb[:, :H]).all():
-            check_finite(
-                "Phi" if start == 0 else f"Phi (rows from {start})",
-                np.asarray(block, dtype=np.float64),
-                hint="training representations must be finite",
+            bad = ~np.isfinite(Xb[: e - s, :H])
+            rows, cols = np.nonzero(bad)
+            r0, c0 = start + s + int(rows[0]), int(cols[0])
+            raise InputError(
+                f"Phi contains {int(bad.sum())} non-finite value(s) (NaN or inf) in rows "
+                f"{start + s}-{start + e - 1}; the first is {float(Xb[rows[0], cols[0]])!r} at "
+                f"index ({r0}, {c0}) (row {r0}, column {c0}). Training representations must "
+                "be finite: check the network's features for these cases (a NaN input, an "
+                "overflow) or drop the rows from Phi and R."
             )
         max_abs = max(max_abs, float(np.abs(Xb[:, :H]).max()))
         if scale != 1.0:

@@ -53,5 +53,5 @@ def test_dask_fit_and_queries_equal_numpy(client, intercept, ridge):
 def test_dask_non_finite_chunk_is_named(client):
     Phi = np.random.default_rng(0).normal(size=(300, 3))
     Phi[250, 1] = np.nan
-    with pytest.raises(InputError, match=r"Phi \(rows from 200\) contains 1 non-finite"):
+    with pytest.raises(InputError, match=r"Phi contains 1 non-finite value\(s\) \(NaN or inf\) in rows 200-299; the first is nan at index \(250, 1\)"):
         CaseInfluence().fit(da.from_array(Phi, chunks=(100, 3)), np.ones(300))
