@@ -12,8 +12,11 @@ from .exceptions import InputError
 __all__ = [
     "as_float_matrix",
     "check_finite",
+    "non_numeric_columns",
+    "non_numeric_message",
     "as_query",
     "check_action",
+    "check_action_names",
     "check_k",
     "check_nonnegative_scalar",
 ]
@@ -42,15 +45,18 @@ def as_float_matrix(
     A 1-D input is accepted when ``allow_1d`` (the caller reshapes it). Complex, object and
     empty arrays are rejected with an explanation.
     """
+    if _is_pandas(X):
+        non_numeric_columns(name, X)  # raises, naming the columns, when any is not numeric
+        try:  # nullable (Int64, Float64, boolean) columns: missing values become NaN
+            X = X.to_numpy(dtype=np.float64, na_value=np.nan)
+        except (TypeError, ValueError):  # pragma: no cover - numeric columns convert
+            X = X.to_numpy()
     try:
         arr = np.asarray(X)
     except Exception as exc:  # pragma: no cover - numpy raises for exotic inputs only
         raise InputError(f"{name} could not be converted to a numeric array: {exc}") from exc
     if arr.dtype.kind not in "biuf":
-        raise InputError(
-            f"{name} must be a real numeric array, got dtype {arr.dtype}. "
-            "Convert it with np.asarray(..., dtype=float)."
-        )
+        raise InputError(non_numeric_message(name, arr))
     if arr.ndim != ndim and not (allow_1d and arr.ndim == 1):
         want = f"{ndim}-D" + (" (or 1-D)" if allow_1d else "")
         raise InputError(f"{name} must be {want}, got an array of shape {arr.shape}.")
@@ -60,6 +66,75 @@ def as_float_matrix(
     if finite:
         check_finite(name, arr)
     return arr
+
+
+def _is_pandas(X: Any) -> bool:
+    return type(X).__module__.split(".")[0] == "pandas" and hasattr(X, "to_numpy")
+
+
+def non_numeric_columns(name: str, X: Any) -> None:
+    """Raise :class:`InputError` naming the non-numeric columns of a pandas ``X``.
+
+    The advice works: one-hot encode the columns (``pandas.get_dummies``) or drop them.
+    A Series is treated as one column.
+    """
+    import pandas as pd
+
+    frame = X.to_frame() if isinstance(X, pd.Series) else X
+    if not isinstance(frame, pd.DataFrame):
+        return
+    bad = [
+        c for c, dt in frame.dtypes.items()
+        if not (pd.api.types.is_numeric_dtype(dt) and not pd.api.types.is_complex_dtype(dt))
+    ]
+    if not bad:
+        return
+    shown = ", ".join(f"{c!r} ({frame.dtypes[c]}, e.g. {_example(frame[c])})" for c in bad[:5])
+    more = f" and {len(bad) - 5} more" if len(bad) > 5 else ""
+    var = name.split()[0] if name.split()[0].isidentifier() else "X"
+    raise InputError(
+        f"{name} must be numeric, but {len(bad)} column(s) of the DataFrame are not: "
+        f"{shown}{more}. Encode them as numbers first, e.g. one-hot with "
+        f"{var} = pandas.get_dummies({var}, columns={bad[:5]!r}, dtype=float), or drop them "
+        f"with {var} = {var}.drop(columns={bad[:5]!r})."
+    )
+
+
+def _example(col: Any) -> str:
+    vals = col.dropna()
+    return repr(vals.iloc[0]) if len(vals) else "all missing"
+
+
+def non_numeric_message(name: str, arr: np.ndarray) -> str:
+    """Why ``arr`` (not a DataFrame) is not numeric, and a fix that works for its values."""
+    if arr.dtype.kind == "c":
+        return (
+            f"{name} must be real, got the complex dtype {arr.dtype}; pass its real part "
+            f"(np.real({name.split()[0]})) or its modulus if that is what the model sees."
+        )
+    if arr.dtype.kind in "OUS" and arr.size:
+        flat = arr.reshape(-1)
+        for pos, v in enumerate(flat.tolist()):
+            try:
+                float(v)
+            except (TypeError, ValueError):
+                where = np.unravel_index(pos, arr.shape)
+                at = ", ".join(f"{ax} {int(i)}" for ax, i in zip(("row", "column"), where,
+                                                                     strict=False))
+                col = f" (column {int(where[1])})" if arr.ndim == 2 else ""
+                return (
+                    f"{name} must be numeric, but it holds the non-numeric value {v!r} at {at} "
+                    f"(dtype {arr.dtype}). Encode that column{col} as numbers (e.g. one-hot "
+                    "with pandas.get_dummies on a DataFrame), or drop it, before calling cbdt."
+                )
+        return (
+            f"{name} must be a real numeric array, got dtype {arr.dtype} (numbers stored as "
+            "Python objects or text). Convert it with np.asarray(..., dtype=float)."
+        )
+    return (
+        f"{name} must be a real numeric array, got dtype {arr.dtype}. Encode it as numbers "
+        "(e.g. timestamps with .astype('int64') or as elapsed seconds) before calling cbdt."
+    )
 
 
 def as_query(name: str, phi: Any, width: int) -> tuple[np.ndarray, bool]:
@@ -80,28 +155,136 @@ def as_query(name: str, phi: Any, width: int) -> tuple[np.ndarray, bool]:
     return arr, single
 
 
-def check_action(action: Any, n_actions: int, m: int) -> np.ndarray:
-    """Validate an action index (int) or one action per query; return an int array of length m."""
-    if isinstance(action, numbers.Integral) and not isinstance(action, bool):
+def check_action(action: Any, n_actions: int, m: int, *, names: Any = None) -> np.ndarray:
+    """Action positions (m,) of an ``action`` argument.
+
+    ``action`` is a position (int), an action name (an entry of ``names``, e.g. a returns
+    DataFrame's column), or an array-like (list, ndarray, pandas Series) of either with one
+    action per query. An integer is always a position.
+    """
+    labels = None if names is None else np.asarray(names)
+    if hasattr(action, "to_numpy") and not isinstance(action, np.ndarray):
+        action = action.to_numpy()
+    if isinstance(action, numbers.Integral) and not isinstance(action, bool | np.bool_):
         a = int(action)
         if 0 <= a < n_actions:  # one action for all queries: no array checks needed
             return np.full(m, a, dtype=np.intp)
         acts = np.full(1, a, dtype=np.intp)
+    elif np.ndim(action) == 0 and not isinstance(action, bool | np.bool_ | float | np.floating):
+        return np.full(m, _action_position(action, labels, n_actions), dtype=np.intp)
     else:
         acts = np.asarray(action)
-        if acts.ndim != 1 or acts.dtype.kind not in "iu" or acts.shape[0] != m:
+        if acts.ndim != 1 or acts.shape[0] != m or acts.dtype.kind not in "iuUSO":
             raise InputError(
-                f"action must be an integer in [0, {n_actions}) or an integer array with one "
-                f"action per query (length {m}); got {action!r}."
+                f"action must be an action position in [0, {n_actions}), an action name "
+                f"{_names_hint(labels, n_actions)}, or an array with one action per query "
+                f"(length {m}); got {_short(action)}."
+            )
+        if acts.dtype.kind in "US" or acts.dtype.kind == "O":
+            acts = np.array(
+                [
+                    int(v) if isinstance(v, numbers.Integral) and not isinstance(v, bool)
+                    else _action_position(v, labels, n_actions, query=j)
+                    for j, v in enumerate(acts.tolist())
+                ],
+                dtype=np.intp,
             )
         acts = acts.astype(np.intp)
     bad = (acts < 0) | (acts >= n_actions)
     if bad.any():
+        named = ""
+        if labels is not None and not np.array_equal(labels, np.arange(n_actions)):
+            named = (
+                f" An integer is a position; the action names are {_list(labels)} (pass a name "
+                "or its position)."
+            )
         raise InputError(
             f"action index {int(acts[bad][0])} is out of range: the model has {n_actions} "
-            f"action(s), indexed 0..{n_actions - 1}."
+            f"action(s), indexed 0..{n_actions - 1}.{named}"
         )
     return acts
+
+
+def _short(v: Any, limit: int = 80) -> str:
+    s = repr(v)
+    return s if len(s) <= limit else s[: limit - 3] + "..."
+
+
+def _list(labels: np.ndarray, limit: int = 20) -> str:
+    items = [repr(v.item() if hasattr(v, "item") else v) for v in labels[:limit]]
+    more = f", ... ({labels.size} in all)" if labels.size > limit else ""
+    return "[" + ", ".join(items) + more + "]"
+
+
+def _names_hint(labels: np.ndarray | None, n_actions: int) -> str:
+    if labels is None or np.array_equal(labels, np.arange(n_actions)):
+        return "(this model's actions are unnamed: fit with a returns DataFrame or action_names=)"
+    return f"(one of {_list(labels)})"
+
+
+def _action_position(
+    value: Any, labels: np.ndarray | None, n_actions: int, query: int | None = None
+) -> int:
+    """Position of the action named ``value``, or an InputError listing the names."""
+    if labels is not None:
+        hits = np.flatnonzero(labels == value) if labels.dtype.kind != "O" else np.flatnonzero(
+            [lab == value for lab in labels.tolist()]
+        )
+        if hits.size:
+            return int(hits[0])
+    where = "" if query is None else f" (query {query})"
+    if labels is None or np.array_equal(labels, np.arange(n_actions)):
+        raise InputError(
+            f"action {value!r}{where} is not an action of this model: its {n_actions} actions "
+            f"are unnamed, so pass a position 0..{n_actions - 1}, or fit with a returns "
+            "DataFrame whose columns name the actions (or action_names=[...])."
+        )
+    raise InputError(
+        f"action {value!r}{where} is not an action name of this model; the actions are "
+        f"{_list(labels)} (or their positions 0..{n_actions - 1})."
+    )
+
+
+def check_action_names(action_names: Any, n_actions: int, returns: Any = None) -> np.ndarray:
+    """Names of the ``n_actions`` actions: ``action_names``, else the columns of a returns
+    DataFrame, else the positions ``0..n_actions-1``; a read-only 1-D array."""
+    if action_names is None:
+        cols = getattr(returns, "columns", None)
+        if cols is None or not hasattr(cols, "to_numpy"):
+            names = np.arange(n_actions)
+        elif type(cols).__name__ == "RangeIndex" and cols.start == 0 and cols.step == 1:
+            names = np.arange(n_actions)
+        else:
+            names = cols.to_numpy()
+            what = "the columns of R"
+    else:
+        names = action_names.to_numpy() if hasattr(action_names, "to_numpy") else action_names
+        names = np.asarray(names)
+        what = "action_names"
+    if action_names is not None or names.dtype.kind not in "iu" or not np.array_equal(
+        names, np.arange(n_actions)
+    ):
+        if names.ndim != 1 or names.shape[0] != n_actions:
+            raise InputError(
+                f"action_names must name every action: one name per column of R (|A| = "
+                f"{n_actions}), got shape {names.shape}."
+            )
+        if names.dtype.kind == "O" and all(isinstance(v, str) for v in names.tolist()):
+            names = names.astype(str)
+        uniq, counts = np.unique(names.astype(str), return_counts=True)
+        if (counts > 1).any():
+            raise InputError(
+                f"{what} must name each action once; {uniq[counts > 1].tolist()} appear "
+                "more than once. Rename the duplicated actions."
+            )
+        if names.dtype.kind in "bfc":
+            raise InputError(
+                f"{what} must be strings or integers, got dtype {names.dtype}; e.g. "
+                "action_names=[str(c) for c in R.columns]."
+            )
+    names = names.copy()
+    names.setflags(write=False)
+    return names
 
 
 def check_k(k: Any, n: int, *, what: str = "training cases") -> int:

@@ -17,7 +17,7 @@ import pandas as pd
 from scipy.special import entr
 
 from ._ranking import top_k_indices
-from ._validation import as_float_matrix, check_action, check_k, check_nonnegative_scalar
+from ._validation import as_float_matrix, check_k, check_nonnegative_scalar
 from .exceptions import DegenerateAuditWarning, InputError
 
 __all__ = [
@@ -344,34 +344,138 @@ def label_like_returns(R: Any) -> str | None:
     )
 
 
-def audit_signals(
-    influence: Any,
+def _warn_label_like(R: np.ndarray, caller: str, stacklevel: int) -> None:
+    """The DegenerateAuditWarning of contribution-ranked signals on label-like returns."""
+    why = label_like_returns(R)
+    if why is not None:
+        warnings.warn(
+            f"{caller}: {why}. Use rank_by='coefficient' (top-k by |alpha_i(x)|) for "
+            "an informative influence entropy and Gini disagreement.",
+            DegenerateAuditWarning,
+            stacklevel=stacklevel + 1,
+        )
+
+
+def _case_account(
+    estimator: Any,
     phi: Any,
+    action: Any,
     *,
-    case_actions: Any = None,
+    k: int,
+    rank_by: str,
+    case_ids: Any,
+    case_actions: Any,
+    gamma: float,
+    eps: float,
+    batch_size: int | None,
+    caller: str,
+) -> tuple[Any, np.ndarray, np.ndarray, pd.DataFrame]:
+    """The one code path of the signals of :func:`audit_signals` and ``explain``.
+
+    Uses only the estimator's public interface: ``scores``, ``top_cases``, ``returns_``,
+    ``n_cases_``, ``n_actions_``, ``action_names_``. Returns the top cases (a 2-D
+    :class:`~cbdt.TopCases`), the action scores (m, |A|), the audited action positions (m,)
+    and the per-query signal table (eq. 16-20).
+    """
+    from ._query import TopCases
+
+    if not (callable(getattr(estimator, "top_cases", None))
+            and callable(getattr(estimator, "scores", None))):
+        raise InputError(
+            f"{caller} needs a fitted case-influence estimator (cbdt.CaseInfluence, "
+            "cbdt.NystromCaseInfluence, cbdt.torch.TorchCaseInfluence) with scores() and "
+            f"top_cases(); got {type(estimator).__name__}."
+        )
+    if rank_by not in ("contribution", "coefficient"):
+        raise InputError(
+            f"rank_by must be 'contribution' (eq. 16, |psi|) or 'coefficient' (|alpha|), got "
+            f"{rank_by!r}."
+        )
+    if batch_size is not None and (
+        not isinstance(batch_size, numbers.Integral) or isinstance(batch_size, bool)
+        or batch_size < 1
+    ):
+        raise InputError(f"batch_size must be a positive integer or None, got {batch_size!r}.")
+    S = np.atleast_2d(estimator.scores(phi))  # validates phi, raises NotFittedError
+    Q = as_float_matrix("phi", phi, allow_1d=True)
+    Q = Q[None, :] if Q.ndim == 1 else Q
+    n, n_actions = estimator.n_cases_, estimator.n_actions_
+    k = check_k(k, n)
+    eps = _check_eps(eps)
+    gamma = check_nonnegative_scalar("gamma", gamma)
+    R = np.asarray(estimator.returns_)
+    if case_actions is None:
+        case_actions = case_optimal_actions(R)
+    a = _check_case_actions(case_actions, n, n_actions)
+    if rank_by == "contribution":
+        _warn_label_like(R, caller, stacklevel=3)
+    m = S.shape[0]
+    step = m if batch_size is None else int(batch_size)
+    per_query = action is not None and np.ndim(action) > 0
+    if per_query:
+        action = action.to_numpy() if hasattr(action, "to_numpy") else np.asarray(action)
+        if action.ndim != 1 or action.shape[0] != m:
+            raise InputError(
+                f"action must be one action (position or name) for all queries, or one per "
+                f"query (length {m}); got shape {action.shape}."
+            )
+    parts = []
+    for s in range(0, m, step):
+        sl = slice(s, min(m, s + step))
+        act = action[sl] if per_query else action
+        parts.append(estimator.top_cases(Q[sl], act, k=k, rank_by=rank_by, case_ids=case_ids))
+    if len(parts) == 1:
+        top = parts[0]
+    else:
+        def cat(name: str) -> Any:
+            vals = [getattr(p, name) for p in parts]
+            return None if vals[0] is None else np.concatenate(vals)
+
+        top = TopCases(
+            cat("indices"), cat("contributions"), cat("case_ids"), cat("action"),
+            cat("action_name"), cat("coefficients"), parts[0].order, rank_by,
+        )
+    acts = np.asarray(top.action, dtype=np.intp)
+    mass = np.abs(top.contributions if rank_by == "contribution" else top.coefficients)
+    ent, gini = _top_signals(mass, a[top.indices], n_actions, k, eps)
+    signals = _signal_table(S, acts, ent, gini, gamma)
+    signals["action"] = np.asarray(top.action_name)
+    return top, S, acts, signals
+
+
+def audit_signals(
+    estimator: Any,
+    phi: Any,
     action: Any = None,
+    *,
     k: int = 10,
+    case_actions: Any = None,
     gamma: float = 1.0,
     eps: float = 1e-12,
     rank_by: Literal["contribution", "coefficient"] = "contribution",
     batch_size: int | None = None,
 ) -> pd.DataFrame:
-    """Every Sec. 4 signal for many queries, in memory-bounded query blocks.
+    """Every Sec. 4 signal for many queries, for any case-influence estimator.
+
+    Works through the estimator's public methods only (``scores`` and ``top_cases``), so
+    :class:`~cbdt.CaseInfluence`, :class:`~cbdt.NystromCaseInfluence` and the torch bridge
+    all answer it; the signals are computed by the same code as their ``explain``.
 
     Parameters
     ----------
-    influence : CaseInfluence
+    estimator : CaseInfluence, NystromCaseInfluence or TorchCaseInfluence
         A fitted decomposition.
     phi : array-like of shape (m, H)
         Query representations.
-    case_actions : array-like of int of shape (n,), optional
-        Case-optimal actions; default ``case_optimal_actions(influence.returns_)``.
-    action : int or array-like of int of shape (m,), optional
-        The audited action :math:`a_x` of each query. Default: the readout's selected action
-        :math:`\\arg\\max_a Q(x, a)` (eq. 20). Pass e.g. a network's own decisions to audit
-        those.
+    action : int, str, or array-like of shape (m,), optional
+        The audited action :math:`a_x` of each query, by position or by name
+        (``action_names_``). Default: the readout's selected action
+        :math:`\\arg\\max_a Q(x, a)` (eq. 20). Pass e.g. a network's own decisions to
+        audit those.
     k : int, default=10
         Top-k size of eq. 16-18.
+    case_actions : array-like of int of shape (n,), optional
+        Case-optimal actions (positions); default ``case_optimal_actions(estimator.returns_)``.
     gamma : float, default=1.0
         Weight of the Gini term in eq. 20.
     eps : float, default=1e-12
@@ -384,15 +488,16 @@ def audit_signals(
         :math:`a_x`. The two coincide when every :math:`|r_i(a_x)|` is equal; the coefficient
         variant stays informative for label-like returns (see :func:`label_like_returns`).
     batch_size : int, optional
-        Queries per call of the ranking. Default: all at once; the fused top-k scan forms
-        the contributions in cache-sized blocks, so memory is ``O(m k)`` for any ``n``.
+        Queries per call of ``top_cases``. Default: all at once; the exact estimator's fused
+        top-k scan forms the contributions in cache-sized blocks, so memory is ``O(m k)``.
 
     Returns
     -------
     pandas.DataFrame
-        One row per query: ``action`` (audited :math:`a_x`), ``score`` (:math:`Q(x, a_x)`),
-        ``margin`` (the readout's best minus second-best score), ``entropy``
-        (:math:`H_\\alpha(x, a_x)`), ``gini`` (:math:`D_{Gini}`), ``risk`` (:math:`O_\\alpha`).
+        One row per query: ``action`` (audited :math:`a_x`, by name), ``score``
+        (:math:`Q(x, a_x)`), ``margin`` (the readout's best minus second-best score),
+        ``entropy`` (:math:`H_\\alpha(x, a_x)`), ``gini`` (:math:`D_{Gini}`), ``risk``
+        (:math:`O_\\alpha`).
 
     Warns
     -----
@@ -400,47 +505,9 @@ def audit_signals(
         With ``rank_by="contribution"`` when the returns are label-like or have one action
         (:func:`label_like_returns`): entropy and Gini are then 0 by construction.
     """
-    from .influence import CaseInfluence
-
-    if not isinstance(influence, CaseInfluence):
-        raise InputError("influence must be a fitted cbdt.CaseInfluence.")
-    influence._check_fitted()
-    if rank_by not in ("contribution", "coefficient"):
-        raise InputError(
-            f"rank_by must be 'contribution' (eq. 16, |psi|) or 'coefficient' (|alpha|), got "
-            f"{rank_by!r}."
-        )
-    n, n_actions = influence.n_cases_, influence.n_actions_
-    k = check_k(k, n)
-    eps = _check_eps(eps)
-    gamma = check_nonnegative_scalar("gamma", gamma)
-    if case_actions is None:
-        case_actions = case_optimal_actions(influence.returns_)
-    a = _check_case_actions(case_actions, n, n_actions)
-    if rank_by == "contribution":
-        why = label_like_returns(influence.returns_)
-        if why is not None:
-            warnings.warn(
-                f"audit_signals: {why}. Use rank_by='coefficient' (top-k by |alpha_i(x)|) for "
-                "an informative influence entropy and Gini disagreement.",
-                DegenerateAuditWarning,
-                stacklevel=2,
-            )
-    Phi_q, _ = influence._check_query(phi)
-    Qs = influence.scores(Phi_q)
-    m = Qs.shape[0]
-    sel = np.argmax(Qs, axis=1) if action is None else check_action(action, n_actions, m)
-    if batch_size is None:
-        step = m  # the fused top-k scan is memory-bounded on its own
-    else:
-        if not isinstance(batch_size, numbers.Integral) or batch_size < 1:
-            raise InputError(f"batch_size must be a positive integer or None, got {batch_size!r}.")
-        step = int(batch_size)
-    weight = "psi" if rank_by == "contribution" else "alpha"
-    ent = np.empty(m)
-    gini = np.empty(m)
-    for s in influence._blocks(m, step, "audit_signals"):
-        sl = slice(s, s + step)
-        idx, mass, _ = influence._rank(Phi_q[sl], sel[sl], k, "abs", weight, "audit_signals")
-        ent[sl], gini[sl] = _top_signals(mass, a[idx], n_actions, k, eps)
-    return _signal_table(Qs, sel, ent, gini, gamma)
+    _, _, _, signals = _case_account(
+        estimator, phi, action, k=k, rank_by=rank_by, case_ids=None,
+        case_actions=case_actions, gamma=gamma, eps=eps, batch_size=batch_size,
+        caller="audit_signals",
+    )
+    return signals

@@ -40,9 +40,9 @@ def test_dataframe_index_becomes_case_ids(memory):
     np.testing.assert_allclose(vals, np.take_along_axis(psi, idx, axis=1), rtol=0, atol=1e-12)
     ex = ci.explain(Q, k=4)
     np.testing.assert_array_equal(ex.cases["case_id"].to_numpy().reshape(5, 4)[:, 0],
-                                  np.asarray(ids)[ci.top_cases(Q, ex.signals["action"], 4)[0][:, 0]])
+                                  np.asarray(ids)[ci.top_cases(Q, ex.signals["action"], k=4)[0][:, 0]])
     frame_top = top.to_frame()
-    assert list(frame_top.columns) == ["query", "rank", "position", "case_id", "psi"]
+    assert list(frame_top.columns) == ["query", "rank", "action", "position", "case_id", "psi"]
     assert frame_top["case_id"].iloc[0] == ids[idx[0, 0]]
 
 

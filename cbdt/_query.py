@@ -1,0 +1,536 @@
+"""The queries every case-influence estimator answers (Sec. 4), shared as a mixin.
+
+:class:`CaseQueryMixin` plays the part of scikit-learn's ``KNeighborsMixin``: an estimator
+that can form its coefficients :math:`\\alpha(x)` (eq. 10) for a batch of validated queries
+and holds its training returns gets :meth:`~CaseQueryMixin.contributions` (eq. 15),
+:meth:`~CaseQueryMixin.top_cases`, :meth:`~CaseQueryMixin.explain` (eq. 15-20), action
+names and case ids with one signature and one behaviour. :func:`cbdt.audit.audit_signals`
+works on any such estimator through its public methods.
+
+Hooks a subclass provides
+-------------------------
+``_check_fitted()``
+    Raise :class:`~cbdt.exceptions.NotFittedError` when not fitted.
+``_alpha(Q, out=None)``
+    Coefficients of a batch of validated queries ``Q`` (b, H), shape (b, n).
+``scores(phi)``
+    Public action scores (m, |A|) (eq. 9).
+attributes
+    ``returns_`` (n, |A|), ``n_cases_``, ``n_actions_``, ``n_features_in_``, ``batch_size``;
+    optional ``case_ids_``, ``action_names_`` (set by ``fit``), ``progress``.
+
+Optional fast paths: ``_rank(Q, acts, k, key, weight, what)`` (top-k without materialising
+the (m, n) contributions; :class:`cbdt.CaseInfluence` overrides it with its fused scan) and
+``_alpha_at(Q, idx)`` (coefficients at given case indices).
+"""
+
+from __future__ import annotations
+
+import inspect
+import numbers
+import warnings
+from dataclasses import dataclass, fields
+from typing import Any, Literal
+
+import numpy as np
+import pandas as pd
+
+from ._ranking import top_k_indices
+from ._validation import as_query, check_action, check_case_ids, check_k
+from .exceptions import InputError
+
+__all__ = ["CaseQueryMixin", "TopCases", "Explanation"]
+
+_ORDERS = ("magnitude", "abs", "positive", "negative")
+_RANK_BY = ("contribution", "coefficient")
+
+
+@dataclass(frozen=True, eq=False)
+class TopCases:
+    """Result of ``top_cases``: the strongest cases of each query, still unpacking as a pair.
+
+    ``idx, psi = est.top_cases(phi)`` keeps working: iterating (or indexing ``[0]``,
+    ``[1]``) gives ``indices`` and ``contributions``. Two results are equal (``==``) when
+    every field is (arrays compared with :func:`numpy.array_equal`). Frozen and picklable.
+
+    Attributes
+    ----------
+    indices : ndarray of int, shape (m, k) or (k,)
+        Training-case positions (rows of ``Phi``), strongest first.
+    contributions : ndarray of float, shape (m, k) or (k,)
+        The signed contributions :math:`\\psi_i(a, x) = \\alpha_i(x) r_i(a)` (eq. 15).
+    case_ids : ndarray, shape (m, k) or (k,)
+        The same cases named by the labels given to ``fit`` (``case_ids=`` or the index of a
+        ``Phi`` DataFrame); the positions when the cases were not labelled.
+    action : ndarray of int, shape (m,), or int
+        Position of the action whose score is explained, per query (the decision
+        :math:`\\arg\\max_a Q(x, a)` when ``action=None`` was passed).
+    action_name : ndarray, shape (m,), or scalar
+        The same action by its name (``action_names_``; the position when unnamed).
+    coefficients : ndarray of float, shape (m, k) or (k,), or None
+        :math:`\\alpha_i(x)` of the listed cases (eq. 10); filled when
+        ``rank_by="coefficient"`` (``None`` otherwise: ranking by contribution never needs
+        them, and :meth:`explain` lists them).
+    order : str
+        ``"magnitude"``, ``"positive"`` or ``"negative"``.
+    rank_by : str
+        ``"contribution"`` (:math:`\\psi_i`) or ``"coefficient"`` (:math:`\\alpha_i`).
+    """
+
+    indices: np.ndarray
+    contributions: np.ndarray
+    case_ids: np.ndarray | None = None
+    action: Any = None
+    action_name: Any = None
+    coefficients: np.ndarray | None = None
+    order: str = "magnitude"
+    rank_by: str = "contribution"
+
+    def __post_init__(self) -> None:
+        if self.case_ids is None:
+            object.__setattr__(self, "case_ids", self.indices)
+        if self.action_name is None and self.action is not None:
+            object.__setattr__(self, "action_name", self.action)
+
+    # a pair, as the NamedTuple this replaces: ``idx, psi = top``, ``top[0]``
+    def __iter__(self) -> Any:
+        return iter((self.indices, self.contributions))
+
+    def __len__(self) -> int:
+        return 2
+
+    def __getitem__(self, i: Any) -> Any:
+        return (self.indices, self.contributions)[i]
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, TopCases):
+            return NotImplemented
+        for f in fields(self):
+            a, b = getattr(self, f.name), getattr(other, f.name)
+            if a is None or b is None:
+                if a is not b:
+                    return False
+            elif isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+                if not np.array_equal(np.asarray(a), np.asarray(b)):
+                    return False
+            elif a != b:
+                return False
+        return True
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def to_frame(self) -> pd.DataFrame:
+        """One row per (query, rank): ``query, rank, action, position, case_id, psi`` (and
+        ``alpha`` when the coefficients are known).
+
+        Returns
+        -------
+        pandas.DataFrame
+            ``k`` rows for a 1-D query, ``m * k`` rows otherwise.
+        """
+        idx = np.atleast_2d(self.indices)
+        m, k = idx.shape
+        names = self.action_name if self.action_name is not None else np.full(m, None)
+        cols: dict[str, Any] = {
+            "query": np.repeat(np.arange(m), k),
+            "rank": np.tile(np.arange(1, k + 1), m),
+            "action": np.repeat(np.broadcast_to(np.asarray(names, dtype=object), (m,)), k),
+            "position": idx.ravel(),
+            "case_id": np.atleast_2d(self.case_ids).ravel(),
+            "psi": np.atleast_2d(self.contributions).ravel(),
+        }
+        if self.coefficients is not None:
+            cols["alpha"] = np.atleast_2d(self.coefficients).ravel()
+        frame = pd.DataFrame(cols)
+        if self.action_name is not None:
+            frame["action"] = frame["action"].infer_objects()
+        return frame
+
+
+@dataclass(frozen=True)
+class Explanation:
+    """Result of ``explain``: the case account of many decisions (Sec. 4).
+
+    Attributes
+    ----------
+    cases : pandas.DataFrame
+        One row per (query, rank): ``query, rank, case_id, alpha, psi, return, case_action,
+        effect``; ``case_action`` is the case-optimal action :math:`a_i^*` by name.
+    signals : pandas.DataFrame
+        One row per query (index ``query``): ``action`` (by name), ``score``, ``margin``,
+        ``entropy``, ``gini``, ``risk`` (eq. 16-20).
+
+    Unpacks as ``cases, signals = est.explain(phi)``.
+    """
+
+    cases: pd.DataFrame
+    signals: pd.DataFrame
+
+    def __iter__(self) -> Any:
+        return iter((self.cases, self.signals))
+
+    def __getitem__(self, i: Any) -> Any:
+        return (self.cases, self.signals)[i]
+
+    def __len__(self) -> int:
+        return 2
+
+    def plot(self, query: int = 0, **kwargs: Any) -> Any:
+        """Draw one query's top cases (:func:`cbdt.plots.plot_top_cases`).
+
+        Parameters
+        ----------
+        query : int, default=0
+        **kwargs
+            Passed on (``action_names``, ``ax``, ``max_label``).
+
+        Returns
+        -------
+        matplotlib.figure.Figure
+        """
+        from .plots import plot_top_cases
+
+        return plot_top_cases(self, query, **kwargs)
+
+
+def _positional_k(
+    method: str, args: tuple[Any, ...], k: Any, order: Any = None, names: tuple[str, ...] = ("k",)
+) -> tuple[Any, Any]:
+    """The old positional ``k`` (and ``order``): accepted one release with a FutureWarning."""
+    if len(args) > len(names):
+        raise TypeError(
+            f"{method}() takes at most {len(names)} deprecated positional argument(s) after "
+            f"action ({', '.join(names)}), got {len(args)}."
+        )
+    spelled = ", ".join(f"{nm}={v!r}" for nm, v in zip(names, args, strict=False))
+    warnings.warn(
+        f"passing {', '.join(names[: len(args)])} positionally to {method}() is deprecated and "
+        f"will stop working in the next release; pass it by keyword: {method}(phi, action, "
+        f"{spelled}).",
+        FutureWarning,
+        stacklevel=3,
+    )
+    k = args[0]
+    if len(args) > 1:
+        order = args[1]
+    return k, order
+
+
+class CaseQueryMixin:
+    """Case queries shared by every case-influence estimator (Sec. 4, eq. 10, 15-20).
+
+    As scikit-learn's ``KNeighborsMixin``: a subclass supplies its coefficients and
+    returns (see the module docstring for the hooks) and inherits
+    :meth:`contributions`, :meth:`top_cases`, :meth:`explain`, action names, case ids,
+    ``n_features_in_`` and :func:`cbdt.audit.audit_signals` support. An estimator with a
+    faster top-k scan overrides ``_rank``.
+    """
+
+    # ------------------------------------------------------------- hooks (defaults)
+    def _check_fitted(self) -> None:  # pragma: no cover - every estimator overrides it
+        raise NotImplementedError
+
+    def _alpha(self, Q: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+        raise NotImplementedError  # pragma: no cover
+
+    def _check_query(self, phi: Any) -> tuple[np.ndarray, bool]:
+        self._check_fitted()
+        return as_query("phi", phi, self.n_features_in_)
+
+    @property
+    def n_features_(self) -> int:
+        """Deprecated: use ``n_features_in_`` (scikit-learn's name)."""
+        value = self.n_features_in_
+        warnings.warn(
+            f"{type(self).__name__}.n_features_ is deprecated and will be removed in the next "
+            "release; use n_features_in_ (scikit-learn's name).",
+            FutureWarning,
+            stacklevel=2,
+        )
+        return value
+
+    @n_features_.setter
+    def n_features_(self, value: int) -> None:
+        self.n_features_in_ = value
+
+    def _blocks(self, m: int, step: int, what: str) -> Any:
+        """Block starts ``0, step, ...``; a tqdm bar when ``progress`` and several blocks."""
+        starts = range(0, m, step)
+        if getattr(self, "progress", False) and len(starts) > 1:
+            from tqdm.auto import tqdm
+
+            return tqdm(starts, desc=what, unit="block", leave=False)
+        return starts
+
+    def _returns_by_action(self) -> np.ndarray:
+        """``returns_.T`` (|A|, n), C-contiguous: one row of returns per action."""
+        Rt = getattr(self, "_returns_t", None)
+        return np.ascontiguousarray(self.returns_.T) if Rt is None else Rt
+
+    def _query_step(self) -> int:
+        """Queries per materialised block of coefficients (about 128 MB of float64)."""
+        entries = getattr(self, "topk_block_entries", 16_000_000)
+        return int(max(1, min(self.batch_size, entries // max(1, self.n_cases_))))
+
+    def _rank(
+        self, Q: np.ndarray, acts: np.ndarray, k: int, key: str, weight: str, what: str
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Top-k cases of every query by ``key`` ("abs", "positive", "negative") of psi
+        (``weight="psi"``) or alpha; ``(indices, keys, signed values)``, each (m, k). Default:
+        blocks of coefficients materialised and ranked (ties to the lower index)."""
+        m = Q.shape[0]
+        idx = np.empty((m, k), dtype=np.intp)
+        keys = np.empty((m, k))
+        vals = np.empty((m, k))
+        Rt = self._returns_by_action() if weight == "psi" else None
+        step = self._query_step()
+        for s in self._blocks(m, step, what):
+            sl = slice(s, min(m, s + step))
+            B = self._alpha(Q[sl])
+            if Rt is not None:
+                B *= Rt[acts[sl]]
+            K = np.abs(B) if key == "abs" else (B if key == "positive" else -B)
+            i = top_k_indices(K, k)
+            rows = np.arange(sl.stop - sl.start)[:, None]
+            idx[sl], keys[sl], vals[sl] = i, K[rows, i], B[rows, i]
+        return idx, keys, vals
+
+    def _alpha_at(self, Q: np.ndarray, idx: np.ndarray) -> np.ndarray:
+        """alpha_i(x_q) at the case indices ``idx`` (m, k) only."""
+        out = np.empty(idx.shape)
+        step = self._query_step()
+        for s in range(0, Q.shape[0], step):
+            sl = slice(s, s + step)
+            out[sl] = np.take_along_axis(self._alpha(Q[sl]), idx[sl], axis=1)
+        return out
+
+    # ------------------------------------------------------------- names
+    def _action_labels(self) -> np.ndarray:
+        """``action_names_``, or the positions ``0..|A|-1`` when the actions are unnamed."""
+        names = getattr(self, "action_names_", None)
+        return np.arange(self.n_actions_) if names is None else names
+
+    def _actions(self, action: Any, Q: np.ndarray) -> np.ndarray:
+        """Action positions (m,) of an ``action=`` argument: ``None`` (each query's decision),
+        a position, a name, or one of either per query."""
+        if action is None:
+            S = np.atleast_2d(self.scores(Q))
+            return np.argmax(S, axis=1)
+        return check_action(action, self.n_actions_, Q.shape[0], names=self._action_labels())
+
+    def _case_ids(self, case_ids: Any = None) -> np.ndarray:
+        """The labels results name cases by: ``case_ids``, else those given to ``fit``."""
+        ids = check_case_ids(case_ids, self.n_cases_)
+        if ids is None:
+            ids = getattr(self, "case_ids_", None)
+        return np.arange(self.n_cases_) if ids is None else ids
+
+    # ------------------------------------------------------------- queries
+    def contributions(self, phi: Any, action: Any = None) -> np.ndarray:
+        """Case audit contributions :math:`\\psi_i(a, x) = \\alpha_i(x) r_{i,a}` (eq. 15).
+
+        Parameters
+        ----------
+        phi : array-like of shape (m, H) or (H,)
+        action : int, str, or array-like of shape (m,), optional
+            The action by position or by name (``action_names_``), one for all queries or
+            one per query. Default: each query's decision :math:`\\arg\\max_a Q(x, a)`.
+
+        Returns
+        -------
+        psi : ndarray of shape (m, n), or (n,) for a 1-D query
+        """
+        Q, single = self._check_query(phi)
+        acts = self._actions(action, Q)
+        Rt = self._returns_by_action()
+        out = np.empty((Q.shape[0], self.n_cases_))
+        for s in self._blocks(Q.shape[0], self.batch_size, "contributions"):
+            sl = slice(s, s + self.batch_size)
+            self._alpha(Q[sl], out=out[sl])
+            out[sl] *= Rt[acts[sl]]  # rows of R^T: contiguous, in place
+        return out[0] if single else out
+
+    def top_cases(
+        self,
+        phi: Any,
+        action: Any = None,
+        *args: Any,
+        k: int = 10,
+        order: Literal["magnitude", "positive", "negative"] = "magnitude",
+        rank_by: Literal["contribution", "coefficient"] = "contribution",
+        case_ids: Any = None,
+    ) -> TopCases:
+        """The ``k`` training cases with the strongest contributions to ``Q(x, action)``.
+
+        Sec. 4 (i): ``order="magnitude"`` ranks by :math:`|\\psi_i|` (the most influential
+        cases; ``"abs"`` is accepted as the same), ``"positive"`` by :math:`\\psi_i`
+        descending (strongest support), ``"negative"`` by :math:`\\psi_i` ascending
+        (strongest offsets). Ties go to the lower case index. ``rank_by="coefficient"``
+        ranks by :math:`\\alpha_i(x)` instead (the cases the readout leans on, whatever their
+        return). Only the ``(m, k)`` result is kept, never the ``(m, n)`` contributions.
+
+        Parameters
+        ----------
+        phi : array-like of shape (m, H) or (H,)
+            Query representations.
+        action : int, str, or array-like of shape (m,), optional
+            The explained action by position or name, one for all queries or one per query;
+            default each query's decision :math:`\\arg\\max_a Q(x, a)`.
+        k : int, default=10
+            Cases per query, ``1 <= k <= n`` (keyword-only; positional ``k`` is deprecated).
+        order : {"magnitude", "positive", "negative"}, default="magnitude"
+        rank_by : {"contribution", "coefficient"}, default="contribution"
+        case_ids : array-like of shape (n,), optional
+            Labels to name the cases by; default :attr:`case_ids_` from ``fit``.
+
+        Returns
+        -------
+        TopCases
+            ``indices``, ``contributions`` (each (m, k), or (k,) for a 1-D query),
+            ``case_ids``, ``action``, ``action_name``; unpacks as ``(indices,
+            contributions)``.
+        """
+        if args:
+            k, order = _positional_k("top_cases", args, k, order, ("k", "order"))
+        if order not in _ORDERS:
+            raise InputError(
+                f"order must be 'magnitude' (|psi|), 'positive' or 'negative', got {order!r}."
+            )
+        if rank_by not in _RANK_BY:
+            raise InputError(
+                f"rank_by must be 'contribution' (psi_i, eq. 15) or 'coefficient' (alpha_i, "
+                f"eq. 10), got {rank_by!r}."
+            )
+        Q, single = self._check_query(phi)
+        k = check_k(k, self.n_cases_)
+        acts = self._actions(action, Q)
+        key = "abs" if order in ("magnitude", "abs") else order
+        if rank_by == "contribution":
+            idx, _, vals = self._rank(Q, acts, k, key, "psi", "top_cases")
+            alpha = None
+        else:
+            idx, _, alpha = self._rank(Q, acts, k, key, "alpha", "top_cases")
+            vals = alpha * self.returns_[idx, acts[:, None]]
+        ids = self._case_ids(case_ids)[idx] if (
+            case_ids is not None or getattr(self, "case_ids_", None) is not None
+        ) else idx
+        names = self._action_labels()[acts]
+        order = "magnitude" if order == "abs" else order
+        if single:
+            return TopCases(
+                idx[0], vals[0], ids[0], int(acts[0]), names[0],
+                None if alpha is None else alpha[0], order, rank_by,
+            )
+        return TopCases(idx, vals, ids, acts, names, alpha, order, rank_by)
+
+    def explain(
+        self,
+        phi: Any,
+        *args: Any,
+        action: Any = None,
+        k: int = 10,
+        rank_by: Literal["contribution", "coefficient"] = "contribution",
+        case_ids: Any = None,
+        gamma: float = 1.0,
+        eps: float = 1e-12,
+    ) -> Explanation:
+        """One-call case account of many decisions: top cases and audit signals (Sec. 4).
+
+        For every query, its ``k`` strongest cases (eq. 15) and its signals (eq. 16-20),
+        computed by the same code as :func:`cbdt.audit.audit_signals` (and warning like it,
+        :class:`~cbdt.exceptions.DegenerateAuditWarning`, when contribution-ranked entropy
+        and Gini are 0 by construction), with the caller's case ids and action names.
+
+        Parameters
+        ----------
+        phi : array-like of shape (m, H) or (H,)
+            Query representations.
+        action : int, str, or array-like of shape (m,), optional
+            Audited action per query (position or name); default the readout's choice
+            :math:`\\arg\\max_a Q`. May be passed as the second positional argument.
+        k : int, default=10
+            Cases listed per query, and the top-k of eq. 16-18 (keyword-only).
+        rank_by : {"contribution", "coefficient"}, default="contribution"
+            Rank cases (and form eq. 16-18) by :math:`|\\psi_i|` or by :math:`|\\alpha_i|`
+            (:func:`cbdt.audit.audit_signals`).
+        case_ids : array-like of shape (n,) or pandas.Index, optional
+            Labels of the training cases; default :attr:`case_ids_` from ``fit``, else the
+            positions ``0..n-1``.
+        gamma, eps : float
+            As in :func:`cbdt.audit.risk_score`.
+
+        Returns
+        -------
+        Explanation
+            ``cases``: one row per (query, rank) with ``query, rank, case_id, alpha, psi,
+            return, case_action, effect`` (``"raises"`` or ``"lowers"`` the audited score);
+            ``signals``: one row per query with ``action, score, margin, entropy, gini,
+            risk``. Actions are given by name (``action_names_``).
+
+        Notes
+        -----
+        Until the next release an integer second positional argument is read as ``k`` (the
+        old signature ``explain(phi, k)``), with a FutureWarning; pass ``action=`` or
+        ``k=`` by keyword.
+        """
+        from .audit import _case_account
+
+        if args:
+            if len(args) > 1:
+                raise TypeError(
+                    f"explain() takes phi and at most one positional action, got {len(args) + 1}"
+                    " positional arguments; pass k=, rank_by=, case_ids= by keyword."
+                )
+            if action is not None:
+                raise TypeError("explain() got the action both positionally and as action=.")
+            first = args[0]
+            if isinstance(first, numbers.Integral) and not isinstance(first, bool):
+                warnings.warn(
+                    f"explain(phi, {first!r}) reads {first!r} as k (the old signature "
+                    "explain(phi, k)); this is deprecated and the second positional argument "
+                    f"will be the action in the next release. Pass k={first!r} (or "
+                    f"action={first!r}) by keyword.",
+                    FutureWarning,
+                    stacklevel=2,
+                )
+                k = first
+            else:
+                action = first
+        Q, _ = self._check_query(phi)
+        top, S, acts, signals = _case_account(
+            self, Q, action, k=k, rank_by=rank_by, case_ids=case_ids, case_actions=None,
+            gamma=gamma, eps=eps, batch_size=None, caller="explain",
+        )
+        idx = top.indices
+        m, k = idx.shape
+        alpha_k = top.coefficients if top.coefficients is not None else self._alpha_at(Q, idx)
+        ret = self.returns_[idx, acts[:, None]]
+        psi_k = alpha_k * ret
+        a_star = np.argmax(self.returns_, axis=1)
+        cases = pd.DataFrame(
+            {
+                "query": np.repeat(np.arange(m), k),
+                "rank": np.tile(np.arange(1, k + 1), m),
+                "case_id": np.asarray(top.case_ids).ravel(),
+                "alpha": alpha_k.ravel(),
+                "psi": psi_k.ravel(),
+                "return": ret.ravel(),
+                "case_action": self._action_labels()[a_star[idx.ravel()]],
+                "effect": np.where(psi_k.ravel() >= 0, "raises", "lowers"),
+            }
+        )
+        signals.index.name = "query"
+        return Explanation(cases, signals)
+
+
+# the signature readers see (``explain(phi, *args, action=...)`` is how the old positional
+# ``k`` stays accepted for one release)
+def _explain_signature() -> inspect.Signature:
+    P = inspect.Parameter
+    sig = inspect.signature(CaseQueryMixin.explain)
+    params = [p for p in sig.parameters.values() if p.kind != P.VAR_POSITIONAL]
+    head = [params[0], params[1], params[2].replace(kind=P.POSITIONAL_OR_KEYWORD)]
+    return sig.replace(parameters=head + params[3:])
+
+
+CaseQueryMixin.explain.__signature__ = _explain_signature()  # type: ignore[attr-defined]
