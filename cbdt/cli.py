@@ -4,19 +4,27 @@ Usage::
 
     cbdt list                                   # what can be reproduced, and where the book shows it
     cbdt reproduce                              # everything (about 10 minutes on 2 cores)
-    cbdt reproduce --only table1,table-c2 --seeds 5 --out results/
+    cbdt reproduce --only table1,table-c2 --seeds 5 --out cbdt-results
 
-(``python -m cbdt ...`` is the same.) Each artifact runs the functions of
-:mod:`cbdt.experiments` that its chapter calls, with explicit seeds, and writes its tables
-as CSV and Markdown and its figures as PNG under ``OUT/<artifact>/``; a summary
-(``OUT/summary.md``) lists every file with the time it took. The real-data artifacts read
-their files through :func:`cbdt.datasets.fetch` (``CBDT_DATA_DIR``, the cache, a verified
-download).
+(``python -m cbdt ...`` is the same; ``--out`` defaults to ``cbdt-results``.) Each artifact
+runs the functions of :mod:`cbdt.experiments` that its chapter calls, with explicit seeds,
+and writes its tables as CSV (the library's column names) and Markdown (the chapters' column
+names) and its figures as PNG under ``OUT/<artifact>/``.
+
+Each artifact's ``summary.md`` says where this run agrees with the paper and where it departs:
+one line per claim of its chapter (:mod:`cbdt.claims`: *agrees*, *agrees in shape*,
+*differs*, *does not hold*, *not comparable*, *book only*), with the paper's value, this run's
+and the short form of the reason. The lines are computed from this run's own numbers by the
+functions the chapters use for the book's reproducibility page (with ``--seeds 2`` they
+describe two seeds, not the book's five); ``OUT/summary.md`` gathers them with every file and
+the time it took. The real-data artifacts read their files through
+:func:`cbdt.datasets.fetch` (``CBDT_DATA_DIR``, the cache, a verified download).
 """
 
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -45,14 +53,16 @@ class Artifact:
     minutes : float
         Rough run time with five seeds on 2 cores.
     run : callable
-        ``run(seeds) -> (tables, figures)``: dicts of name to DataFrame / Figure.
+        ``run(seeds) -> (tables, figures, claims)``: dicts of name to DataFrame / Figure,
+        and the list of :class:`cbdt.claims.Claim` of the chapter that this run's numbers
+        decide (built by the chapter's own claims function where it has one).
     """
 
     name: str
     paper: str
     chapter: str
     minutes: float
-    run: Callable[[tuple[int, ...]], tuple[dict[str, pd.DataFrame], dict[str, Any]]]
+    run: Callable[[tuple[int, ...]], tuple[dict[str, pd.DataFrame], dict[str, Any], list[Any]]]
 
 
 # ------------------------------------------------------------------------------ artifacts
@@ -63,14 +73,16 @@ def _table1(seeds: tuple[int, ...]):
     cmp = syn.attribution_comparison(seeds)
     summary = syn.summarize_comparison(cmp)
     fig = plots.plot_attribution_comparison(summary)
-    return {"table1_attribution": summary, "per_seed": cmp}, {"figC5_attribution": fig}
+    return ({"table1_attribution": summary, "per_seed": cmp}, {"figC5_attribution": fig},
+            _table1_claims(cmp))
 
 
 def _table_cost(seeds: tuple[int, ...]):
     from .experiments import synthetic as syn
 
     timing = syn.attribution_timing(seeds)
-    return {"tableD_cost": syn.summarize_timing(timing), "per_seed": timing}, {}
+    return ({"tableD_cost": syn.summarize_timing(timing), "per_seed": timing}, {},
+            _cost_claims(timing))
 
 
 def _fig_synthetic(seeds: tuple[int, ...]):
@@ -81,15 +93,28 @@ def _fig_synthetic(seeds: tuple[int, ...]):
     regions = syn.decision_regions(seed=seeds[0])
     recon = syn.support_reconstruction(seed=seeds[0])
     fig = plots.plot_synthetic_recovery(regions, recon)
-    return {"recovery_per_seed": rec, "support_reconstruction": recon}, {
-        "figA_synthetic_recovery": fig
-    }
+    return ({"recovery_per_seed": rec, "support_reconstruction": recon},
+            {"figA_synthetic_recovery": fig}, syn.recovery_claims(rec).claims)
 
 
 def _pjm_runs(seeds: tuple[int, ...]):
     from .experiments import pjm
 
     return pjm.pjm_runs(seeds)
+
+
+#: Chapter 07's claims about the signed geometry (fig-signed); the others belong to fig-pjm.
+_SIGNED = re.compile(r"distance|top-5|magnitude", re.I)
+
+
+def _pjm_claims(runs, seeds: tuple[int, ...], signed: bool) -> list[Any]:
+    """Chapter 07's claims from these runs (``signed``: the geometry rows, else the others)."""
+    from .experiments import pjm
+
+    geometry = pjm.geometry_summary([pjm.signed_geometry(r) for r in runs], seeds)
+    chapter = pjm.chapter_claims(pjm.decision_agreement(runs), pjm.disagreement_by_margin(runs),
+                                 pjm.support_alignment(runs), geometry)
+    return [c for c in chapter.claims if bool(_SIGNED.search(c.claim)) == signed]
 
 
 def _fig_pjm(seeds: tuple[int, ...]):
@@ -114,7 +139,7 @@ def _fig_pjm(seeds: tuple[int, ...]):
         "support_alignment": alignment,
         "disagreement_by_margin": pjm.disagreement_by_margin(runs),
     }
-    return tables, figs
+    return tables, figs, _pjm_claims(runs, seeds, signed=False)
 
 
 def _fig_signed(seeds: tuple[int, ...]):
@@ -129,7 +154,7 @@ def _fig_signed(seeds: tuple[int, ...]):
         "figA_signed_geometry": plots.plot_signed_geometry(g.cases),
         "figC2_alpha_distance": plots.plot_alpha_distance(g.alpha, g.distance, g.cases),
     }
-    return {"signed_geometry": summary}, figs
+    return {"signed_geometry": summary}, figs, _pjm_claims(runs, seeds, signed=True)
 
 
 def _table2(seeds: tuple[int, ...]):
@@ -138,11 +163,12 @@ def _table2(seeds: tuple[int, ...]):
 
     run0 = _pjm_runs(seeds[:1])[0]
     audit = pjm.audit_query(run0, pjm.default_audit_index(run0))
-    return {"table2_case_audit": audit.cases}, {"table2_case_audit": plots.plot_case_audit(audit)}
+    return ({"table2_case_audit": audit.cases},
+            {"table2_case_audit": plots.plot_case_audit(audit)}, [])
 
 
 def _fig_uci(seeds: tuple[int, ...]):
-    from . import plots
+    from . import datasets, plots
     from .experiments import uci
 
     adult = uci.uci_audit("adult", seeds)
@@ -155,7 +181,11 @@ def _fig_uci(seeds: tuple[int, ...]):
         "adult_per_seed": adult.per_seed,
         "default_credit_per_seed": credit.per_seed,
     }
-    return tables, {"figA_uci": plots.plot_uci_figure4(panels)}
+    optimal = uci.optimal_action_counts(
+        datasets.default_credit_proxy_returns(datasets.load_default_credit()),
+        uci.DEFAULT_CREDIT_ACTION_LABELS)
+    claims = uci.chapter_claims(adult, credit, optimal).claims
+    return tables, {"figA_uci": plots.plot_uci_figure4(panels)}, claims
 
 
 def _drift(seeds: tuple[int, ...]):
@@ -167,20 +197,133 @@ def _drift(seeds: tuple[int, ...]):
     paired = drift.paired_vs_margin(grid)
     figs = {"figC3_drift_grid": plots.plot_drift_grid(summary),
             "figC4_paired": plots.plot_drift_paired(paired)}
-    return {"drift_auc": summary, "paired_vs_margin": paired,
-            "claims_C4": drift.claim_check(paired)}, figs
+    return ({"drift_auc": summary, "paired_vs_margin": paired,
+             "claims_C4": drift.claim_check(paired)}, figs,
+            drift.chapter_claims(summary, paired).claims)
 
 
 def _table_c2(seeds: tuple[int, ...]):
     from . import plots
+    from .exceptions import InputError
     from .experiments import nystrom as nys
+    from .experiments import scaling
+    from .experiments import synthetic as syn
 
     tab = pd.concat([nys.nystrom_table(method="features", seeds=seeds),
                      nys.nystrom_table(method="cases", seeds=seeds)])
     summary = nys.summarize_nystrom(tab)
-    return {"tableC2_nystrom": summary, "per_seed": tab}, {
-        "tableC2_agreement": plots.plot_nystrom_agreement(summary, k=30)
+    ranks = []
+    for H in nys.WIDTHS:
+        for seed in seeds:
+            s2 = np.linalg.svd(syn.synthetic_run(seed, nys.nystrom_config(H)).Phi_train,
+                               compute_uv=False) ** 2  # eigenvalues of G, as in ch. 10
+            lam = 1e-3 * s2.sum() / H  # the ridge both estimators use
+            ranks.append({"H": H, "seed": seed, "rank": int((s2 > 1e-12 * s2[0]).sum()),
+                          "d_eff": float((s2 / (s2 + lam)).sum())})
+    try:  # the timing rows read the stored, dated benchmarks of a checkout
+        benchmarks = {b: scaling.load_benchmark(b) for b in ("scaling", "limits", "memmap_dask")}
+    except InputError:
+        claims: list[Any] = []
+    else:
+        claims = nys.chapter_claims(summary, pd.DataFrame(ranks), benchmarks).claims
+    return ({"tableC2_nystrom": summary, "per_seed": tab},
+            {"tableC2_agreement": plots.plot_nystrom_agreement(summary, k=30)}, claims)
+
+
+# ------------------------------------------------------------------------------ claims
+def _table1_claims(cmp: pd.DataFrame) -> list[Any]:
+    """Chapter 06's Table 1 rows and its ranking claim, from this run's per-seed table.
+
+    The status rules are :func:`cbdt.experiments.synthetic.attribution_claims`'s (the paper's
+    mean inside this run's 95% interval: agrees); the reasons name what ch. 06 shows.
+    """
+    from .claims import Claim
+    from .experiments import synthetic as syn
+    from .metrics import paired_test
+
+    methods = [m for m in syn.PAPER_TABLE1 if m in set(cmp["method"])]
+    summ = syn.summarize_comparison(cmp[cmp["method"].isin(methods)], with_paper=False)
+    ours = methods[0]
+
+    def book(m: str, col: str) -> tuple[float, float]:
+        return (round(float(summ.at[m, f"{col}_mean"]), 3),
+                round(float(summ.at[m, f"{col}_ci"]), 3))
+
+    def paper(m: str, col: str) -> tuple[float, float]:
+        t = syn.PAPER_TABLE1[m]
+        return (t[0], t[1]) if col == "top30" else (t[2], t[3])
+
+    why = {
+        ours: "the OLS probe's $\\alpha$ is a signed, ill-conditioned Gram inverse, while the "
+              "ground truth is a non-negative similarity",
+        "Inner product": "on the smooth tanh representation $\\varphi(x)^\\top\\varphi(x_i)$ "
+                         "is itself a similarity",
     }
+    for m in ("Representer Point", "TracIn", "Influence Functions"):
+        why[m] = "as defined, it ranks by training residuals, which are mostly the return noise"
+    rows = []
+    for col, label in (("top30", "Top-30 action consistency"),
+                       ("pearson", "Pearson with the ground-truth contributions")):
+        st, where = syn._against_paper(*paper(ours, col), *book(ours, col))
+        rows.append(Claim(f"{label}, ours ($\\alpha$)", syn._ci_md(*paper(ours, col)),
+                          syn._ci_md(*book(ours, col)), st,
+                          where + ("" if st == "agrees" else f"; {why[ours]}")))
+    for m in methods[1:]:
+        parts = [(col, *syn._against_paper(*paper(m, col), *book(m, col)))
+                 for col in ("top30", "pearson")]
+        status = "agrees" if all(st == "agrees" for _, st, _ in parts) else "differs"
+        where = "; ".join(f"{'Top-30' if col == 'top30' else 'Pearson'}: {w}"
+                          for col, _, w in parts)
+        rows.append(Claim(
+            claim=f"Top-30 / Pearson, {m}",
+            paper=" / ".join(syn._ci_md(*paper(m, c)) for c in ("top30", "pearson")),
+            book=" / ".join(syn._ci_md(*book(m, c)) for c in ("top30", "pearson")),
+            status=status, reason=where + ("" if status == "agrees" else f"; {why[m]}")))
+    top = {m: book(m, "top30")[0] for m in methods}
+    best = max(methods, key=lambda m: (top[m], m == ours))
+    per_seed = cmp.pivot(index="seed", columns="method", values="top30")
+    if best == ours:
+        second = max(methods[1:], key=top.__getitem__)
+        t = paired_test(per_seed[ours], per_seed[second])
+        rows.append(Claim(
+            '"ours has the highest Top-30 consistency" (Sec. 5.3)', "yes (Table 1)",
+            f"yes: {syn._ci_md(*book(ours, 'top30'))} against {second} "
+            f"{syn._ci_md(*book(second, 'top30'))}", "agrees in shape",
+            f"ours is higher than {second} in {t.wins} of {t.n} seeds"))
+    else:
+        t = paired_test(per_seed[best], per_seed[ours])
+        rows.append(Claim(
+            '"ours has the highest Top-30 consistency" (Sec. 5.3)', "yes (Table 1)",
+            f"no: {best} beats $\\alpha$ here (Top-30 {book(best, 'top30')[0]:.3f} vs "
+            f"{book(ours, 'top30')[0]:.3f}, Pearson {book(best, 'pearson')[0]:.3f} vs "
+            f"{book(ours, 'pearson')[0]:.3f}), in {t.wins} of {t.n} seeds",
+            "does not hold", why.get(best, why[ours])))
+    return rows
+
+
+def _cost_claims(timing: pd.DataFrame) -> list[Any]:
+    """Chapter 06's per-query cost claim (App. D, Table C3), timed by this run on this machine."""
+    from .claims import Claim
+    from .claims import mean_ci as ci_md
+    from .experiments import synthetic as syn
+    from .metrics import mean_ci
+
+    ours, baselines = "Ours (alpha)", [m for m in syn.PAPER_TIMING if m != "Ours (alpha)"]
+    ms = timing.pivot(index="seed", columns="method", values="scores_ms")
+    if ours not in ms or not set(baselines) & set(ms.columns):
+        return []
+    fastest = ms[[b for b in baselines if b in ms]].min(axis=1)
+    m, h = mean_ci((ms[ours] / fastest).to_numpy(dtype=float))
+    paper_ms, paper_ci, paper_ratio = syn.PAPER_TIMING[ours]
+    ok = max(m / paper_ratio, paper_ratio / m) <= syn.COST_RATIO_TOLERANCE
+    return [Claim(
+        "per-query audit cost of ours vs the fastest baseline (App. D, Table C3)",
+        f"{paper_ratio:.1f}x (${paper_ms:.3f}\\pm{paper_ci:.3f}$ ms)",
+        f"{ci_md(m, h, 2)}x ({float(ms[ours].mean()):.3f} ms per query on this machine)",
+        "agrees" if ok else "differs",
+        f"the book's ratio is within a factor {syn.COST_RATIO_TOLERANCE:g} of the paper's" if ok
+        else "implementation: once the dual matrix is cached, a query is one matrix-vector "
+             "product, the operation of the inner product")]
 
 
 ARTIFACTS: dict[str, Artifact] = {
@@ -209,23 +352,159 @@ ARTIFACTS: dict[str, Artifact] = {
 
 
 # ------------------------------------------------------------------------------ writing
+#: Column names of the library's tables, as the chapters print them (Markdown only; the CSV
+#: files keep the library's names, which code reads).
+_LABELS: dict[str, str] = {
+    "top30": "Top-30", "pearson": "Pearson", "n": "seeds", "n_seeds": "seeds",
+    "network_agreement": "agreement, network", "probe_solver": "probe solver",
+    "condition_number": "cond(G)", "true_support": "true support",
+    "probe_score": "probe score", "network_score": "network score",
+    "scores_ms": "query time (ms)", "featurize_ms": "features (ms)",
+    "total_ms": "total time (ms)", "relative_cost": "relative cost",
+    "paper_ms": "query time (ms), paper", "final_loss": "final training loss",
+    "n_test": "test cases", "n_agree": "agreements",
+    "probe_cbdt_agreement": "agreement, probe-CBDT",
+    "nn_probe_agreement": "agreement, network-probe",
+    "return_nn": "return, network", "return_cbdt": "return, CBDT",
+    "return_oracle": "return, oracle", "return_best_constant": "return, best constant action",
+    "return_nn_on_disagreements": "network's return where they disagree",
+    "return_cbdt_on_disagreements": "CBDT's return where they disagree",
+    "test_mse_nn": "test MSE, network", "test_mse_cbdt": "test MSE, CBDT",
+    "test_mse": "test MSE", "train_loss": "training loss",
+    "rho_support": "ρ_support", "rho_support_raw": "ρ_support, raw", "rho_recon": "ρ_recon",
+    "pos_distance": "distance, positive", "neg_distance": "distance, negative",
+    "dist_ratio": "distance ratio", "dist_ratio_coordstd": "ratio, coord. std.",
+    "pos_match": "match, positive", "neg_match": "match, negative",
+    "pos_abs_alpha": "|α|, positive", "neg_abs_alpha": "|α|, negative",
+    "magnitude_ratio": "|α| ratio", "negative_share": "share α < 0",
+    "alpha": "α", "a_star": "a*", "contribution": "ψ = α r",
+    "label_accuracy": "label accuracy", "optimal_accuracy": "optimal accuracy",
+    "optimal_set_accuracy": "optimal-set accuracy",
+    "cbdt_label_accuracy": "CBDT label accuracy", "bandwidth_multiple": "bandwidth multiple ν",
+    "book_mean": "book mean", "book_ci": "book 95% CI ±", "paper_mean": "paper",
+    "paper_ci": "paper ±", "mean_diff": "AUC difference to the margin (mean)",
+    "ci": "95% CI ±", "t_pvalue": "paired t p", "wilcoxon_pvalue": "Wilcoxon p",
+    "wins": "seeds above the margin", "seed_wins": "seed-level wins",
+    "seed_pairs": "seed-level pairs", "holds": "claim holds", "error_rate": "wrong decisions",
+    "auc": "AUC", "nystrom": "Nyström",
+}
+_SUFFIXES = (("_mean", "{}, mean"), ("_ci", "{}, 95% CI ±"))
+
+
+def _label(col: Any) -> str:
+    """A column of the library's tables as the chapters name it (no ``snake_case`` keys)."""
+    if isinstance(col, tuple):
+        return " ".join(_label(c) for c in col if str(c))
+    col = str(col)
+    if col in _LABELS:
+        return _LABELS[col]
+    for suffix, form in _SUFFIXES:
+        if col.endswith(suffix) and len(col) > len(suffix):
+            return form.format(_label(col[: -len(suffix)]))
+    if col.startswith("paper_"):
+        return f"{_label(col[6:])}, paper"
+    m = re.fullmatch(r"(support_corr|rho_recon|rho_support)_(a\d+)", col)
+    if m:
+        base = {"support_corr": "support corr."}.get(m.group(1), _LABELS.get(m.group(1), ""))
+        return f"{base}, {m.group(2)}"
+    return " ".join(_LABELS.get(w, w) for w in col.split("_"))
+
+
 def _cell(v: Any) -> str:
     if isinstance(v, float | np.floating):
         return "" if np.isnan(v) else f"{v:.4g}"
     return str(v)
 
 
+def _readable(df: pd.DataFrame) -> tuple[list[str], list[list[str]]]:
+    """Header and rows of ``df`` as the chapters print them: ``x_mean`` and ``x_ci`` become
+    one column ``x, mean ± 95% CI``, every other key its label (:func:`_label`)."""
+    flat = df.reset_index() if not isinstance(df.index, pd.RangeIndex) else df
+    cols = list(flat.columns)
+    keys = [str(c) for c in cols]
+    header: list[str] = []
+    cells: list[Callable[[Any], str]] = []
+    for j, key in enumerate(keys):
+        if key.endswith("_ci") and key[:-3] + "_mean" in keys:
+            continue  # shown beside its mean
+        if key.endswith("_mean") and key[:-5] + "_ci" in keys:
+            i = keys.index(key[:-5] + "_ci")
+            header.append(f"{_label(key[:-5])}, mean ± 95% CI")
+            cells.append(lambda r, j=j, i=i: _cell(r[j]) + (
+                "" if _cell(r[i]) == "" else f" ± {_cell(r[i])}"))
+        else:
+            header.append(_label(cols[j]))
+            cells.append(lambda r, j=j: _cell(r[j]))
+    rows = [[f(r) for f in cells] for r in flat.itertuples(index=False)]
+    return header, rows
+
+
 def _markdown(df: pd.DataFrame) -> str:
     from .claims import _md_table
 
-    flat = df.reset_index() if not isinstance(df.index, pd.RangeIndex) else df
-    cols = [" ".join(map(str, c)) if isinstance(c, tuple) else str(c) for c in flat.columns]
-    rows = [[_cell(v) for v in r] for r in flat.itertuples(index=False)]
-    return "\n".join(_md_table(cols, rows)) + "\n"
+    return "\n".join(_md_table(*_readable(df))) + "\n"
+
+
+#: Clauses of a reason that restate where the paper's value lies (the line shows both values).
+_RESTATES = re.compile(r"^(?:[\w -]+: )?the paper's .* lies |^the two intervals overlap$")
+
+
+def _short_reason(reason: str, limit: int = 200, restated: bool = True) -> str:
+    """The reason's first clause that explains rather than restates the comparison, at most
+    ``limit`` characters (cut at a word); with ``restated=False``, ``""`` when every clause
+    only restates where the paper's value lies."""
+    clauses = [c.strip() for c in reason.split("; ") if c.strip()]
+    why = [c for c in clauses if not _RESTATES.search(c)]
+    if not why and not restated:
+        return ""
+    text = re.sub(r"\s*\((?:note|see) below\)|,? see below", "", (why or clauses or [""])[0])
+    text = text.replace("the book's interval", "this run's interval")
+    if len(text) > limit:
+        text = text[:limit].rsplit(" ", 1)[0].rstrip(",;:") + " ..."
+    return text
+
+
+#: Statuses by whether the book departs from the paper (lines in this order).
+_DEPARTS = ("does not hold", "differs", "not comparable")
+_AGREES = ("agrees in shape", "agrees", "book only")
+
+
+def _claim_line(c: Any, chapter: str) -> str:
+    why = _short_reason(c.reason, restated=c.status in _DEPARTS)
+    line = f"- **{c.status}**: {c.claim}: paper {c.paper}; this run {c.book}."
+    if why:
+        line += f" {why[0].upper()}{why[1:]}"
+        line += f" (ch. {int(chapter[:2]):d} explains it)." if c.status in _DEPARTS else "."
+    return line
+
+
+def _departures(art: Artifact, claims: Sequence[Any], seeds: tuple[int, ...]) -> list[str]:
+    """The Markdown lines that say where this run agrees with the paper and where it departs."""
+    ch = int(art.chapter[:2])
+    if not claims:
+        return [f"No claim of the paper is decided by this artifact's numbers alone; chapter "
+                f"{ch} ({art.chapter}) compares the rest with the paper."]
+    n = len(seeds)
+    counts = {s: sum(c.status == s for c in claims) for s in (*_DEPARTS, *_AGREES)}
+    lines = [
+        f"Chapter {ch}'s claims, decided by this run's {n} seed{'s' if n != 1 else ''} with the "
+        "book's rule (*agrees* only when the paper's value lies inside this run's 95% "
+        "interval): " + ", ".join(f"{v} {k}" for k, v in counts.items() if v) + ".",
+    ]
+    if n < 5:
+        lines.append(f"The book uses 5 seeds; a 95% interval over {n} is wide, so more rows "
+                     "agree here than in the book.")
+    lines.append("")
+    for title, group in (("Where it departs from the paper", _DEPARTS),
+                         ("Where it agrees", _AGREES)):
+        mine = [c for s in group for c in claims if c.status == s]
+        if mine:
+            lines += [f"{title}:", "", *(_claim_line(c, art.chapter) for c in mine), ""]
+    return lines[:-1] if lines[-1] == "" else lines
 
 
 def _write(art: Artifact, tables: dict[str, pd.DataFrame], figures: dict[str, Any],
-           out: Path) -> list[Path]:
+           claims: Sequence[Any], seeds: tuple[int, ...], out: Path) -> tuple[list[Path], str]:
     import matplotlib.pyplot as plt
 
     d = out / art.name
@@ -239,7 +518,20 @@ def _write(art: Artifact, tables: dict[str, pd.DataFrame], figures: dict[str, An
         fig.savefig(d / f"{name}.png", dpi=150, bbox_inches="tight")
         plt.close(fig)
         files.append(d / f"{name}.png")
-    return files
+    section = "\n".join(_departures(art, claims, seeds))
+    text = "\n".join([
+        f"# {art.name}: {art.paper}", "",
+        f"Seeds {', '.join(map(str, seeds))}; the book's chapter: "
+        f"`notebooks/{art.chapter}.ipynb` (in the HTML book: `{art.chapter}.html`).", "",
+        "## This run beside the paper", "", section, "",
+        "## Files", "",
+        *(f"- `{f.name}`" for f in files),
+        "", "The CSV files keep the library's column names; the Markdown tables use the "
+        "chapters' names.", "",
+    ])
+    (d / "summary.md").write_text(text, encoding="utf-8")
+    files.append(d / "summary.md")
+    return files, section
 
 
 def reproduce(
@@ -285,20 +577,25 @@ def reproduce(
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     rows = []
+    sections = []
     bar = tqdm(names, desc="cbdt reproduce", unit="artifact", disable=not progress)
     for name in bar:
         art = ARTIFACTS[name]
         bar.set_postfix_str(name)
         t0 = time.perf_counter()
-        tables, figures = art.run(seed_tuple)
-        files = _write(art, tables, figures, out)
+        tables, figures, claims = art.run(seed_tuple)
+        files, section = _write(art, tables, figures, claims, seed_tuple, out)
+        sections += [f"## {name}: {art.paper}", "", section, ""]
         rows.append({"artifact": name, "paper": art.paper, "chapter": art.chapter,
                      "seconds": round(time.perf_counter() - t0, 1),
                      "files": ", ".join(str(f.relative_to(out)) for f in files)})
     summary = pd.DataFrame(rows)
-    head = (f"# cbdt reproduce\n\nSeeds: {', '.join(map(str, seed_tuple))}. Each artifact's "
-            "chapter of the book discusses its numbers beside the paper's.\n\n")
-    (out / "summary.md").write_text(head + _markdown(summary), encoding="utf-8")
+    head = (f"# cbdt reproduce\n\nSeeds: {', '.join(map(str, seed_tuple))}. Below, for each "
+            "artifact, where this run agrees with the paper and where it departs (one line per "
+            "claim of its chapter, with the short form of the reason); each chapter of the book "
+            "discusses its numbers beside the paper's.\n\n")
+    text = head + _markdown(summary) + "\n" + "\n".join(sections)
+    (out / "summary.md").write_text(text.rstrip() + "\n", encoding="utf-8")
     return summary
 
 

@@ -169,6 +169,35 @@ def plot_synthetic_recovery(regions, recon):
     return fig
 
 
+def _seeds_text(summary):
+    """``"5 seeds, "`` from a :func:`~cbdt.metrics.summarize_seeds` table's ``n`` column
+    (``""`` when it has none, or its groups have different numbers of seeds)."""
+    if "n" not in getattr(summary, "columns", ()):
+        return ""
+    n = {int(v) for v in summary["n"]}
+    if len(n) != 1:
+        return ""
+    k = n.pop()
+    return f"{k} seed{'' if k == 1 else 's'}, "
+
+
+def _fit_limits(mean, half, lo, hi, pad=0.05):
+    """Axis limits ``(lo, hi)``, widened with a margin ``pad`` where ``mean ± half`` would
+    reach past them (a 95% interval over 2 seeds is wide); unchanged otherwise."""
+    import numpy as np
+
+    m = np.asarray(mean, dtype=float)
+    h = np.nan_to_num(np.asarray(half, dtype=float), nan=0.0)
+    ends = np.r_[m - h, m + h]
+    ends = ends[np.isfinite(ends)]
+    if ends.size:
+        if ends.min() < lo:
+            lo = float(ends.min()) - pad
+        if ends.max() > hi:
+            hi = float(ends.max()) + pad
+    return lo, hi
+
+
 def plot_attribution_comparison(summary, paper=True):
     """Fig. 2 / Fig. C4: Top-30 consistency and Pearson per method, mean and 95% CI.
 
@@ -195,9 +224,10 @@ def plot_attribution_comparison(summary, paper=True):
     fig, axes = plt.subplots(2, 1, figsize=(6.8, 0.8 * len(names) + 2.2), sharey=True)
     panels = [(topcol, f"(b) Top-{topcol[3:]} action consistency"),
               ("pearson", "(a) Pearson $r$ with ground-truth contributions")]
+    label = f"this book ({_seeds_text(summary)}95% CI)"
     for ax, (col, title) in zip(axes, panels[::-1], strict=True):
         ax.barh(y, summary[f"{col}_mean"], xerr=summary[f"{col}_ci"], color=colors,
-                alpha=0.8, capsize=3, height=0.6, label="this book (5 seeds, 95% CI)")
+                alpha=0.8, capsize=3, height=0.6, label=label)
         pcol = f"paper_{col}"
         if paper and pcol in summary:
             ok = summary[pcol].notna().to_numpy()
@@ -206,8 +236,10 @@ def plot_attribution_comparison(summary, paper=True):
         ax.axvline(0, color="k", lw=0.6)
         ax.set_title(title, fontsize=10)
         ax.grid(axis="x", alpha=0.3)
-    axes[0].set_xlim(min(0.0, float(summary["pearson_mean"].min()) - 0.05), 1.05)
-    axes[1].set_xlim(0, 1.05)
+    # the book's limits, widened only where an interval would run past them (few seeds)
+    pearson_lo = min(0.0, float(summary["pearson_mean"].min()) - 0.05)
+    for ax, col, lo in ((axes[0], "pearson", pearson_lo), (axes[1], topcol, 0.0)):
+        ax.set_xlim(*_fit_limits(summary[f"{col}_mean"], summary[f"{col}_ci"], lo, 1.05))
     axes[0].set_yticks(y, names)
     axes[1].tick_params(labelleft=True)
     handles, labels = axes[1].get_legend_handles_labels()

@@ -121,7 +121,10 @@ def plot_uci_vs_paper(rows, ax=None):
     ax.set_xlabel("value")
     ax.grid(axis="x", alpha=0.3)
     ax.legend(fontsize=8, loc="lower left")
-    ax.set_title("Book (5 seeds) beside the paper", fontsize=10)
+    counts = sorted({int(np.size(r[1])) for r in rows})
+    seeds = (f"{counts[0]}" if len(counts) == 1 else f"{counts[0]}-{counts[-1]}") if counts else "0"
+    ax.set_title(f"Book ({seeds} seed{'' if counts == [1] else 's'}) beside the paper",
+                 fontsize=10)
     ax.figure.tight_layout()
     return ax.figure
 
