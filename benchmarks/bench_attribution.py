@@ -111,11 +111,11 @@ def time_all(
     for name, meth in methods.items():
         if isinstance(meth, TracIn):
             out[name] = median_per_query(
-                lambda j, m=meth: m.scores(phi_t[:, j], acts[j]), n_queries, repeats
+                lambda j, m=meth: m.contributions(phi_t[:, j], acts[j]), n_queries, repeats
             )
         else:
             out[name] = median_per_query(
-                lambda j, m=meth: m.scores(phi[j], acts[j]), n_queries, repeats
+                lambda j, m=meth: m.contributions(phi[j], acts[j]), n_queries, repeats
             )
     return out
 

@@ -9,14 +9,31 @@ coordinate (Sec. 2.2), :math:`\\tilde\\Phi` (n, H+1) for the training matrix, ``
 .. math:: \\ell_i(\\theta) = \\frac1{|A|}\\sum_{a} (Q_\\theta(x_i, a) - r_i(a))^2,
           \\qquad \\mathcal L(\\theta) = \\frac1n \\sum_i \\ell_i(\\theta).
 
-Each class has a ``fit`` that caches everything that does not depend on the query, and a
-batched ``scores(phi, action)`` that returns, for ``m`` queries, an ``(m, n)`` array of
-**per-case contributions to** :math:`Q(x, a)`: the sign convention of every method is that
-a positive value *raises* the score (the direction of :math:`\\psi_i = \\alpha_i r_i(a)`,
-eq. 15). As implemented:
+Each class has a ``fit`` that caches everything that does not depend on the query, and the
+query API of :class:`cbdt.CaseInfluence`:
+
+* ``scores(phi)``: the **action scores** :math:`Q(x, a)`, shape ``(m, |A|)``, of the readout
+  the method explains (table below);
+* ``contributions(phi, action=None)``: for ``m`` queries, an ``(m, n)`` array of **per-case
+  contributions to** :math:`Q(x, a)`; ``action=None`` explains each query's own decision
+  :math:`\\arg\\max_a` of ``scores(phi)``, an int (or an ``(m,)`` int array) a given action;
+* ``top_cases(phi, action=None, *, k=10, order="magnitude")``: the ``k`` strongest cases
+  (:class:`cbdt.TopCases`).
+
+Until this release ``scores(phi, action)`` returned the contributions; that call still works
+for one release and emits a :class:`FutureWarning` naming ``contributions``.
+
+**Sign convention.** For every method a positive contribution *raises* the score (the
+direction of :math:`\\psi_i = \\alpha_i r_i(a)`, eq. 15). Captum
+(``captum.influence``) scores a test *loss* against the training losses, and with the score
+itself as the test "loss" its values have the opposite sign: ours
+:math:`= -` ``TracInCP`` exactly (same checkpoints, same learning rates), and ours
+:math:`= -n\\,\\times` ``NaiveInfluenceFunction`` (captum's Hessian is that of the *summed*
+loss, ours of the mean loss :math:`\\mathcal L`; agreement to float32 precision). Both
+relations are tested against captum in ``tests/test_baselines.py``. As implemented:
 
 ===================== ===================================================================
-method                contribution of training case ``i`` to :math:`Q(x, a)`
+method                ``contributions``: training case ``i``'s share of :math:`Q(x, a)`
 ===================== ===================================================================
 Exact coefficient     :math:`\\alpha_i(x)\\, r_i(a)`, :math:`\\alpha(x) = \\tilde\\Phi
                       \\tilde G^{-1}\\tilde\\varphi(x)` (eq. 9-10; eq. 11 with a ridge)
@@ -33,6 +50,26 @@ TracIn                :math:`\\sum_t \\eta_t\\, \\nabla_\\theta Q_t(x, a)^\\top
                       \\tfrac{2}{|A|}(r_i(a) - Q_t(x_i, a))(\\varphi_t(x_i)^\\top
                       \\varphi_t(x) + 1)`
 Inner product         :math:`\\frac1n \\varphi(x)^\\top\\varphi_i\\; r_i(a)` (eq. 14)
+===================== ===================================================================
+
+and the scores each explains (``scores(phi)``, :math:`(m, |A|)`):
+
+===================== ===================================================================
+method                ``scores``: the readout explained
+===================== ===================================================================
+Exact coefficient     the OLS (ridge) probe, :math:`Q(x, a) = \\tilde\\varphi(x)^\\top v_a =
+                      \\sum_i \\alpha_i(x) r_i(a)` (eq. 3 = eq. 9); the contributions sum to it
+Influence Functions   the head :math:`\\hat\\theta` the influence is taken at (the trained head
+                      given to ``fit``, else the OLS head), :math:`\\hat W\\varphi(x) + \\hat b`;
+                      the contributions do **not** sum to it
+Representer Point     the L2-regularised head :math:`Q^\\lambda(x, a)`; the contributions sum
+                      to it exactly
+TracIn                the head of the last checkpoint, :math:`W_T\\varphi_T(x) + b_T` (the
+                      trained network when the last checkpoint ends the run, as in
+                      :class:`cbdt.models.CaseNetwork`); the contributions do not sum to it
+Inner product         :math:`\\sum_i w_i(x) r_i(a) = \\varphi(x)^\\top\\Phi^\\top R / n`, the sum of
+                      its contributions; a readout of the data only when :math:`G = nI_H`
+                      (eq. 13), where it is the OLS probe without intercept
 ===================== ===================================================================
 
 :math:`\\theta` is always the head :math:`(W, b)` alone (last-layer variants, as in
@@ -58,6 +95,7 @@ the block of action ``a`` is non-zero. Three facts worth knowing (tested in
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
@@ -65,15 +103,18 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 from scipy import linalg
 
+from ._ranking import top_k_indices
 from ._validation import (
     as_float_matrix,
     as_query,
     check_action,
+    check_case_ids,
     check_finite,
+    check_k,
     check_nonnegative_scalar,
 )
 from .exceptions import InputError, NotFittedError
-from .influence import CaseInfluence
+from .influence import CaseInfluence, TopCases
 
 if TYPE_CHECKING:  # pragma: no cover
     from .models import CaseNetwork
@@ -101,6 +142,10 @@ METHODS: tuple[str, ...] = (
 )
 
 _Residuals = Literal["trained", "returns"]
+_Order = Literal["magnitude", "abs", "positive", "negative"]
+
+# ``scores(phi)`` vs the deprecated ``scores(phi, action)``: None is a valid action elsewhere
+_NO_ACTION: Any = type("_NoAction", (), {"__repr__": lambda self: "<no action>"})()
 
 
 def _augment(P: np.ndarray) -> np.ndarray:
@@ -138,19 +183,48 @@ def _psd_solve_matrix(A: np.ndarray, B: np.ndarray) -> np.ndarray:
 
 
 class _Attribution:
-    """Common query plumbing: validation, 1-D queries, per-query actions."""
+    """Common query plumbing: validation, 1-D queries, per-query actions, the query API.
+
+    Subclasses implement ``_prepare`` (validate a query batch), ``_action_scores`` (the
+    ``(m, |A|)`` scores of the readout they explain) and ``_contrib`` (the ``(m, n)``
+    contributions for one action per query).
+    """
 
     name: str = ""
+
+    @property
+    def n_features_(self) -> int:
+        """Deprecated: use ``n_features_in_`` (scikit-learn's name)."""
+        value = self.n_features_in_
+        warnings.warn(
+            f"{type(self).__name__}.n_features_ is deprecated and will be removed in the next "
+            "release; use n_features_in_ (scikit-learn's name).",
+            FutureWarning,
+            stacklevel=2,
+        )
+        return value
 
     def _check_fitted(self) -> None:
         if not hasattr(self, "n_cases_"):
             raise NotFittedError(
-                f"This {type(self).__name__} is not fitted yet. Call .fit(...) before .scores(...)."
+                f"This {type(self).__name__} is not fitted yet. Call .fit(...) before "
+                ".scores(...), .contributions(...) or .top_cases(...)."
             )
 
     def _query(self, phi: Any) -> tuple[np.ndarray, bool]:
         self._check_fitted()
-        return as_query("phi", phi, self.n_features_)
+        return as_query("phi", phi, self.n_features_in_)
+
+    def _prepare(self, phi: Any) -> tuple[np.ndarray, bool, int]:
+        """(validated queries, 1-D query?, number of queries m)."""
+        Q, single = self._query(phi)
+        return Q, single, Q.shape[0]
+
+    def _action_scores(self, P: np.ndarray) -> np.ndarray:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def _contrib(self, P: np.ndarray, acts: np.ndarray) -> np.ndarray:  # pragma: no cover
+        raise NotImplementedError
 
     def _per_action(
         self, Q: np.ndarray, action: Any, kernel: np.ndarray, weights: np.ndarray
@@ -163,18 +237,127 @@ class _Attribution:
         kernel *= weights[:, acts].T
         return kernel
 
-    def scores(self, phi: Any, action: Any) -> np.ndarray:  # pragma: no cover - abstract
-        """Per-case contributions to :math:`Q(x, a)`, shape (m, n) ((n,) for a 1-D query)."""
-        raise NotImplementedError
+    def _actions(self, P: np.ndarray, m: int, action: Any) -> np.ndarray:
+        """One action index per query: the decision of :meth:`scores` for ``None``."""
+        if action is None:
+            return np.argmax(self._action_scores(P), axis=1).astype(np.intp)
+        return check_action(action, self.n_actions_, m)
+
+    def scores(self, phi: Any, action: Any = _NO_ACTION) -> np.ndarray:
+        """Action scores :math:`Q(x, a)` of the readout the method explains, shape (m, |A|).
+
+        See the class docstring (and the module's table) for which readout that is. Since
+        this release ``scores`` returns action scores, as :meth:`cbdt.CaseInfluence.scores`
+        does; the per-case attributions are :meth:`contributions`.
+
+        Parameters
+        ----------
+        phi : array-like of shape (m, H) or (H,)
+            Query representations (for :class:`TracIn` of shape (T, m, H) or (T, H)).
+        action : int or array of int, optional
+            **Deprecated** (one release): ``scores(phi, action)`` returns
+            ``contributions(phi, action)``, shape (m, n), with a :class:`FutureWarning`.
+
+        Returns
+        -------
+        ndarray of shape (m, |A|), or (|A|,) for a 1-D query
+        """
+        if action is not _NO_ACTION:
+            cls = type(self).__name__
+            warnings.warn(
+                f"{cls}.scores(phi, action) returning the per-case contributions (m, n) is "
+                f"deprecated and will be removed in the next release; call "
+                f"{cls}.contributions(phi, action) for them. {cls}.scores(phi) now returns the "
+                "action scores (m, |A|) of the readout the method explains.",
+                FutureWarning,
+                stacklevel=2,
+            )
+            return self.contributions(phi, action)
+        P, single, _ = self._prepare(phi)
+        S = self._action_scores(P)
+        return S[0] if single else S
+
+    def contributions(self, phi: Any, action: Any = None) -> np.ndarray:
+        """Per-case contributions to :math:`Q(x, a)`, shape (m, n) ((n,) for a 1-D query).
+
+        Positive raises the score (see the module docstring for the sign against captum).
+
+        Parameters
+        ----------
+        phi : array-like of shape (m, H) or (H,)
+            Query representations (for :class:`TracIn` of shape (T, m, H) or (T, H)).
+        action : int or array-like of int of shape (m,), optional
+            The action whose score is explained, one for all queries or one per query;
+            default (``None``) each query's decision, :math:`\\arg\\max_a` of
+            :meth:`scores`.
+
+        Returns
+        -------
+        ndarray of shape (m, n), or (n,) for a 1-D query
+        """
+        P, single, m = self._prepare(phi)
+        out = self._contrib(P, self._actions(P, m, action))
+        return out[0] if single else out
+
+    def top_cases(
+        self,
+        phi: Any,
+        action: Any = None,
+        *,
+        k: int = 10,
+        order: _Order = "magnitude",
+        case_ids: Any = None,
+    ) -> TopCases:
+        """The ``k`` training cases with the strongest contributions, as
+        :meth:`cbdt.CaseInfluence.top_cases`.
+
+        Parameters
+        ----------
+        phi : array-like
+            As in :meth:`contributions`.
+        action : int or array-like of int of shape (m,), optional
+            Default each query's decision (:meth:`scores`).
+        k : int, default=10
+            Cases per query, ``1 <= k <= n``.
+        order : {"magnitude", "positive", "negative"}, default="magnitude"
+            Rank by :math:`|c_i|` (``"abs"`` is the same), by :math:`c_i` descending (cases
+            that raise the score most) or ascending (that lower it most); ties go to the
+            lower case index.
+        case_ids : array-like of shape (n,), optional
+            Labels of the training cases returned as ``case_ids`` (default the positions).
+
+        Returns
+        -------
+        TopCases
+            ``(indices, contributions)`` of shape (m, k), or (k,) for a 1-D query.
+        """
+        if order not in ("magnitude", "abs", "positive", "negative"):
+            raise InputError(
+                f"order must be 'magnitude', 'positive' or 'negative', got {order!r}."
+            )
+        self._check_fitted()
+        k = check_k(k, self.n_cases_)
+        ids = check_case_ids(case_ids, self.n_cases_)
+        P, single, m = self._prepare(phi)
+        C = self._contrib(P, self._actions(P, m, action))
+        key = np.abs(C) if order in ("magnitude", "abs") else (C if order == "positive" else -C)
+        idx = top_k_indices(key, k)
+        vals = np.take_along_axis(C, idx, axis=1)
+        labels = idx if ids is None else np.asarray(ids)[idx]
+        if single:
+            return TopCases(idx[0], vals[0], labels[0])
+        return TopCases(idx, vals, labels)
 
 
 class ExactCoefficient(_Attribution):
     """The exact OLS coefficient as an attribution method (eq. 9-11, 15).
 
-    Contribution :math:`\\psi_i(a, x) = \\alpha_i(x) r_i(a)` with
+    ``contributions``: :math:`\\psi_i(a, x) = \\alpha_i(x) r_i(a)` with
     :math:`\\alpha(x) = \\tilde\\Phi(\\tilde G + \\lambda M)^{-1}\\tilde\\varphi(x)` from
-    :meth:`cbdt.influence.CaseInfluence.coefficients`; the contributions sum exactly to the
-    probe score (Proposition 1).
+    :meth:`cbdt.influence.CaseInfluence.coefficients`. ``scores``: the probe's action scores
+    :math:`Q(x, a) = \\sum_i \\alpha_i(x) r_i(a)` (``alpha @ R``, eq. 9, computed from the
+    readout, eq. 3); the contributions sum to them exactly (Proposition 1), to rounding. The
+    sign is that of :math:`\\psi_i`: positive raises the score.
 
     Parameters
     ----------
@@ -185,11 +368,14 @@ class ExactCoefficient(_Attribution):
     solver : {"auto", "cholesky", "lstsq"}, default="auto"
         See :class:`~cbdt.influence.CaseInfluence`.
     precompute : bool, default=True
-        Cache the *dual matrix* :math:`D = \\tilde\\Phi(\\tilde G + \\lambda M)^{-1}` (n, H+1),
-        obtained from ``CaseInfluence.coefficients`` on the basis vectors (the coefficient is
-        affine in :math:`\\varphi`). A query then costs one (n, H) matrix-vector product, the
-        same as the inner-product baseline. ``False`` calls ``coefficients`` per query
-        (one triangular solve more per query).
+        Cache here the *dual matrix* :math:`D = \\tilde\\Phi(\\tilde G + \\lambda M)^{-1}`
+        in the (H, n) layout of the inner-product baseline, read off the public
+        ``CaseInfluence.coefficients`` at the basis vectors (the coefficient is affine in
+        :math:`\\varphi`). A query then costs one (H, n) matrix-vector product, the same
+        operation as the inner product. ``False`` answers through
+        ``CaseInfluence.contributions``: for an in-memory ``Phi`` that estimator caches its own
+        dual matrix (n, H+1), so this is also one matrix-vector product (in the other layout,
+        plus the estimator's per-call validation), not a triangular solve per query.
 
     Attributes
     ----------
@@ -217,10 +403,10 @@ class ExactCoefficient(_Attribution):
         ci.fit(Phi, R)
         self.influence_ = ci
         self.returns_ = ci.returns_
-        self.n_features_ = ci.n_features_
+        H = Phi.shape[1]
+        self.n_features_in_ = H
         self.n_actions_ = ci.n_actions_
         if self.precompute:
-            H = ci.n_features_
             c0 = ci.coefficients(np.zeros(H))
             self._dual = np.ascontiguousarray(ci.coefficients(np.eye(H)) - c0)  # (H, n)
             self._offset = c0
@@ -239,16 +425,17 @@ class ExactCoefficient(_Attribution):
             A += self._offset
         return A[0] if single else A
 
-    def scores(self, phi: Any, action: Any) -> np.ndarray:
+    def _action_scores(self, Q: np.ndarray) -> np.ndarray:
+        """The probe's scores :math:`Q(x, a) = \\sum_i\\alpha_i(x) r_i(a)` (eq. 3 = eq. 9)."""
+        return self.influence_.scores(Q)
+
+    def _contrib(self, Q: np.ndarray, acts: np.ndarray) -> np.ndarray:
         """:math:`\\psi_i(a, x) = \\alpha_i(x) r_i(a)` (eq. 15), shape (m, n)."""
-        Q, single = self._query(phi)
         if self._dual is None:
-            out = self.influence_.contributions(Q, action)
-        else:
-            A = Q @ self._dual
-            A += self._offset
-            out = self._per_action(Q, action, A, self.returns_)
-        return out[0] if single else out
+            return self.influence_.contributions(Q, acts)
+        A = Q @ self._dual
+        A += self._offset
+        return self._per_action(Q, acts, A, self.returns_)
 
 
 class InfluenceFunction(_Attribution):
@@ -261,7 +448,11 @@ class InfluenceFunction(_Attribution):
               \\nabla_\\theta \\ell_i(\\hat\\theta), \\qquad \\mathbf H =
               \\nabla^2_\\theta \\mathcal L = I_{|A|} \\otimes \\tfrac{2}{n|A|}\\tilde G,
 
-    over :math:`\\theta = (W, b)` (all :math:`|A|(H+1)` head parameters). The head loss is a
+    over :math:`\\theta = (W, b)` (all :math:`|A|(H+1)` head parameters): ``contributions``.
+    ``scores`` are those of the head :math:`\\hat\\theta` (``head_``) the influence is taken
+    at; the contributions do not sum to them. Sign: positive raises the score; captum's
+    ``NaiveInfluenceFunction`` with the score as test loss gives :math:`-1/n` times these
+    values (its Hessian is that of the summed loss). The head loss is a
     convex quadratic, so :math:`\\mathbf H` is exact and constant; it is positive definite
     when :math:`\\tilde\\Phi` has full column rank. Hence the default ``damping=0``:
     Koh & Liang's damping exists to make a non-convex Hessian invertible, which is not
@@ -281,6 +472,8 @@ class InfluenceFunction(_Attribution):
 
     Attributes
     ----------
+    head_ : ndarray of shape (H+1, |A|)
+        The head :math:`\\hat\\theta` (last row: bias) whose scores ``scores`` returns.
     hessian_block_ : ndarray of shape (H+1, H+1)
         :math:`\\tfrac{2}{n|A|}\\tilde G + \\delta I`, one diagonal block of the head Hessian.
     residuals_ : ndarray of shape (n, |A|)
@@ -333,7 +526,7 @@ class InfluenceFunction(_Attribution):
         # contribution = phi~(x)^T Hb^{-1} phi~_i * (2/|A|) res_ia ; cache (H+1, n)
         self._K = np.ascontiguousarray(_psd_solve_matrix(Hb, Pt.T))
         self._c = (2.0 / A) * res
-        self.n_cases_, self.n_features_, self.n_actions_ = n, H, A
+        self.n_cases_, self.n_features_in_, self.n_actions_ = n, H, A
         return self
 
     def hessian(self) -> np.ndarray:
@@ -342,12 +535,13 @@ class InfluenceFunction(_Attribution):
         self._check_fitted()
         return np.kron(np.eye(self.n_actions_), self.hessian_block_)
 
-    def scores(self, phi: Any, action: Any) -> np.ndarray:
+    def _action_scores(self, Q: np.ndarray) -> np.ndarray:
+        """Scores :math:`\\hat W\\varphi(x) + \\hat b` of the head :math:`\\hat\\theta`."""
+        return _augment(Q) @ self.head_
+
+    def _contrib(self, Q: np.ndarray, acts: np.ndarray) -> np.ndarray:
         """:math:`\\mathcal I_i(x, a)` for every training case, shape (m, n)."""
-        Q, single = self._query(phi)
-        k = _augment(Q) @ self._K
-        out = self._per_action(Q, action, k, self._c)
-        return out[0] if single else out
+        return self._per_action(Q, acts, _augment(Q) @ self._K, self._c)
 
 
 class RepresenterPoint(_Attribution):
@@ -363,7 +557,9 @@ class RepresenterPoint(_Attribution):
               \\alpha^{rep}_{i,a} = -\\frac{1}{2\\lambda n}\\frac{\\partial \\ell_i}
               {\\partial Q^\\lambda(x_i, a)} = \\frac{r_i(a) - Q^\\lambda(x_i, a)}{\\lambda n|A|},
 
-    and the contribution of case ``i`` is :math:`\\alpha^{rep}_{i,a} k(x_i, x)`.
+    and the contribution of case ``i`` is :math:`\\alpha^{rep}_{i,a} k(x_i, x)`
+    (``contributions``; positive raises the score). ``scores`` are those of the regularised
+    head, :math:`Q^\\lambda(x, a)`, and the contributions sum to them exactly.
 
     :math:`\\lambda`: Yeh et al. choose it small enough that the regularised head keeps the
     network's predictions. Here :math:`\\lambda n|A| = c\\cdot\\mathrm{tr}(\\tilde G)/(H+1)`
@@ -426,21 +622,20 @@ class RepresenterPoint(_Attribution):
         self.weight_ = theta
         self.representer_values_ = res / rho
         self._PtT = np.ascontiguousarray(Pt.T)  # (H+1, n)
-        self.n_cases_, self.n_features_, self.n_actions_ = n, H, A
+        self.n_cases_, self.n_features_in_, self.n_actions_ = n, H, A
         return self
 
     def head_scores(self, phi: Any) -> np.ndarray:
-        """Scores :math:`Q^\\lambda(x, a)` of the regularised head, shape (m, |A|)."""
-        Q, single = self._query(phi)
-        S = _augment(Q) @ self.weight_
-        return S[0] if single else S
+        """Scores :math:`Q^\\lambda(x, a)` of the regularised head, shape (m, |A|); the same
+        as :meth:`scores`."""
+        return self.scores(phi)
 
-    def scores(self, phi: Any, action: Any) -> np.ndarray:
+    def _action_scores(self, Q: np.ndarray) -> np.ndarray:
+        return _augment(Q) @ self.weight_
+
+    def _contrib(self, Q: np.ndarray, acts: np.ndarray) -> np.ndarray:
         """:math:`\\alpha^{rep}_{i,a}k(x_i, x)` for every training case, shape (m, n)."""
-        Q, single = self._query(phi)
-        k = _augment(Q) @ self._PtT
-        out = self._per_action(Q, action, k, self.representer_values_)
-        return out[0] if single else out
+        return self._per_action(Q, acts, _augment(Q) @ self._PtT, self.representer_values_)
 
 
 @dataclass(frozen=True)
@@ -475,9 +670,13 @@ class TracIn(_Attribution):
 
     the first-order change of :math:`Q(x, a)` produced by the gradient steps on case ``i``
     (the test "loss" is the score itself, and the sign is flipped from Pruthi et al.'s
-    loss-loss form so that a positive value raises the score). The representation
+    loss-loss form so that a positive value raises the score: captum's ``TracInCP`` with the
+    score as test loss gives exactly minus these values). These are the ``contributions``;
+    ``scores`` are those of the head at the last checkpoint, :math:`W_T\\varphi_T(x) + b_T`
+    (the trained network when, as in :class:`cbdt.models.CaseNetwork`, the last checkpoint
+    ends the run); the contributions do not sum to them. The representation
     :math:`\\varphi_t` of *that* checkpoint is used for both the training case and the query,
-    so queries need :math:`\\varphi_t(x)` at every checkpoint: ``scores`` takes an array of
+    so queries need :math:`\\varphi_t(x)` at every checkpoint: every query takes an array of
     shape (T, m, H) (:meth:`cbdt.models.CaseNetwork.represent_checkpoints`). With Adam the
     :math:`\\eta_t` are the nominal learning rates, as in Pruthi et al.; the constant
     :math:`1/n` of a full-batch step is dropped (it changes no ranking or correlation).
@@ -485,6 +684,8 @@ class TracIn(_Attribution):
     Attributes
     ----------
     n_checkpoints_ : int
+    head_weight_, head_bias_ : ndarray of shape (|A|, H) and (|A|,)
+        The head :math:`(W_T, b_T)` of the last checkpoint (``scores``).
     residuals_ : ndarray of shape (T, n, |A|)
         :math:`r_i(a) - Q_t(x_i, a)`.
     """
@@ -521,8 +722,10 @@ class TracIn(_Attribution):
         self._F = np.ascontiguousarray(np.stack(feats))  # (T, H+1, n)
         self._C = np.ascontiguousarray(np.stack(coefs))  # (T, n, A)
         self.residuals_ = np.stack(res_all)
+        self.head_weight_ = np.array(W, dtype=np.float64)
+        self.head_bias_ = np.array(b, dtype=np.float64)
         self.n_checkpoints_ = len(checkpoints)
-        self.n_cases_, self.n_features_, self.n_actions_ = n, int(H), A
+        self.n_cases_, self.n_features_in_, self.n_actions_ = n, int(H), A
         return self
 
     @classmethod
@@ -536,15 +739,8 @@ class TracIn(_Attribution):
         ]
         return cls().fit(cks, R_train)
 
-    def scores(self, phi: Any, action: Any) -> np.ndarray:
-        """TracIn contributions, shape (m, n).
-
-        Parameters
-        ----------
-        phi : array-like of shape (T, m, H) or (T, H)
-            Query representations at every checkpoint.
-        action : int or array of int of shape (m,)
-        """
+    def _prepare(self, phi: Any) -> tuple[np.ndarray, bool, int]:
+        """Validate queries at every checkpoint: (T, m, H) or (T, H)."""
         self._check_fitted()
         P = np.asarray(phi)
         if P.dtype.kind not in "biuf":
@@ -553,30 +749,39 @@ class TracIn(_Attribution):
         if single:
             P = P[:, None, :]
         T = self.n_checkpoints_
-        if P.ndim != 3 or P.shape[0] != T or P.shape[2] != self.n_features_:
+        if P.ndim != 3 or P.shape[0] != T or P.shape[2] != self.n_features_in_:
             raise InputError(
                 f"TracIn queries need phi_t(x) at all T = {T} checkpoints: shape (T, m, H) = "
-                f"({T}, m, {self.n_features_}) or (T, H); got {P.shape}. Use "
+                f"({T}, m, {self.n_features_in_}) or (T, H); got {P.shape}. Use "
                 "CaseNetwork.represent_checkpoints(X)."
             )
         P = np.asarray(P, dtype=np.float64)
         check_finite("phi", P)
-        m = P.shape[1]
-        acts = check_action(action, self.n_actions_, m)
+        return P, single, P.shape[1]
+
+    def _action_scores(self, P: np.ndarray) -> np.ndarray:
+        """Scores :math:`W_T\\varphi_T(x) + b_T` of the last checkpoint's head."""
+        return P[-1] @ self.head_weight_.T + self.head_bias_
+
+    def _contrib(self, P: np.ndarray, acts: np.ndarray) -> np.ndarray:
+        """TracIn contributions, shape (m, n), for queries P of shape (T, m, H)."""
+        T, m = P.shape[0], P.shape[1]
         Pt = np.concatenate([P, np.ones((T, m, 1))], axis=2)  # (T, m, H+1)
         K = np.matmul(Pt, self._F)  # (T, m, n)
         if np.all(acts == acts[0]):
-            out = np.einsum("tmn,tn->mn", K, self._C[:, :, acts[0]])
-        else:
-            out = np.einsum("tmn,tnm->mn", K, self._C[:, :, acts])
-        return out[0] if single else out
+            return np.einsum("tmn,tn->mn", K, self._C[:, :, acts[0]])
+        return np.einsum("tmn,tnm->mn", K, self._C[:, :, acts])
 
 
 class InnerProduct(_Attribution):
     """Inner-product baseline, the sufficient similarity regime of Sec. 3.3 (eq. 14).
 
     Weight :math:`w_i(x) = \\varphi(x)^\\top\\varphi_i / n` (no constant coordinate: this is
-    eq. 14 literally), contribution :math:`w_i(x) r_i(a)`. It equals the exact coefficient
+    eq. 14 literally), contribution :math:`w_i(x) r_i(a)` (``contributions``; positive raises
+    the score). ``scores``:
+    the weights times the returns, :math:`\\sum_i w_i(x) r_i(a) =
+    \\varphi(x)^\\top\\Phi^\\top R/n` (``weights @ R``), the sum of the contributions; a
+    readout of the data only when :math:`G = nI_H`. It equals the exact coefficient
     when :math:`G = nI_H` (eq. 13), e.g. after ZCA whitening
     (:func:`cbdt.geometry.zca_whitening`) of a centred representation without intercept.
     """
@@ -588,8 +793,9 @@ class InnerProduct(_Attribution):
         Phi, R = _check_train(Phi, R)
         n, H = Phi.shape
         self._PT = np.ascontiguousarray(Phi.T / n)
+        self._PTR = self._PT @ R  # (H, |A|): scores = phi(x)^T Phi^T R / n
         self.returns_ = R
-        self.n_cases_, self.n_features_, self.n_actions_ = n, H, R.shape[1]
+        self.n_cases_, self.n_features_in_, self.n_actions_ = n, H, R.shape[1]
         return self
 
     def weights(self, phi: Any) -> np.ndarray:
@@ -598,11 +804,13 @@ class InnerProduct(_Attribution):
         W = Q @ self._PT
         return W[0] if single else W
 
-    def scores(self, phi: Any, action: Any) -> np.ndarray:
+    def _action_scores(self, Q: np.ndarray) -> np.ndarray:
+        """:math:`\\sum_i w_i(x) r_i(a) = \\varphi(x)^\\top\\Phi^\\top R / n`, shape (m, |A|)."""
+        return Q @ self._PTR
+
+    def _contrib(self, Q: np.ndarray, acts: np.ndarray) -> np.ndarray:
         """:math:`\\varphi(x)^\\top\\varphi_i\\, r_i(a) / n`, shape (m, n)."""
-        Q, single = self._query(phi)
-        out = self._per_action(Q, action, Q @ self._PT, self.returns_)
-        return out[0] if single else out
+        return self._per_action(Q, acts, Q @ self._PT, self.returns_)
 
 
 # ---------------------------------------------------------------------- network helpers
@@ -662,9 +870,12 @@ def query_features(method: _Attribution, network: CaseNetwork, X: Any) -> np.nda
 
 
 def method_scores(
-    methods: dict[str, _Attribution], network: CaseNetwork, X: Any, action: Any
+    methods: dict[str, _Attribution], network: CaseNetwork, X: Any, action: Any = None
 ) -> dict[str, np.ndarray]:
-    """Contributions of every method for queries ``X`` (raw inputs), each (m, n)."""
+    """Contributions of every method for queries ``X`` (raw inputs), each (m, n).
+
+    ``action=None`` explains, per method, the decision of the readout it explains
+    (:meth:`_Attribution.contributions`)."""
     phi = network.represent(X)
     phi_t = None
     out = {}
@@ -672,7 +883,7 @@ def method_scores(
         if isinstance(meth, TracIn):
             if phi_t is None:
                 phi_t = network.represent_checkpoints(X)
-            out[name] = meth.scores(phi_t, action)
+            out[name] = meth.contributions(phi_t, action)
         else:
-            out[name] = meth.scores(phi, action)
+            out[name] = meth.contributions(phi, action)
     return out

@@ -57,7 +57,7 @@ def test_exact_sums_to_probe_score(feats):
     ex = ExactCoefficient().fit(Phi, R)
     for a in range(3):
         np.testing.assert_allclose(
-            ex.scores(Q, a).sum(1), ex.influence_.scores(Q)[:, a], atol=1e-10
+            ex.contributions(Q, a).sum(1), ex.influence_.scores(Q)[:, a], atol=1e-10
         )
 
 
@@ -67,7 +67,7 @@ def test_exact_precompute_matches_case_influence(feats):
     for pre in (True, False):
         ex = ExactCoefficient(precompute=pre).fit(Phi, R)
         np.testing.assert_allclose(ex.coefficients(Q), ci.coefficients(Q), atol=1e-12)
-        np.testing.assert_allclose(ex.scores(Q, 2), ci.contributions(Q, 2), atol=1e-12)
+        np.testing.assert_allclose(ex.contributions(Q, 2), ci.contributions(Q, 2), atol=1e-12)
     ex = ExactCoefficient(ridge=0.5).fit(Phi, R)
     ci = CaseInfluence(ridge=0.5, intercept=True).fit(Phi, R)
     np.testing.assert_allclose(ex.coefficients(Q), ci.coefficients(Q), atol=1e-12)
@@ -82,10 +82,151 @@ def test_per_query_actions_and_1d(feats):
         RepresenterPoint().fit(Phi, R),
         InnerProduct().fit(Phi, R),
     ):
-        per = meth.scores(Q, acts)
+        per = meth.contributions(Q, acts)
         for j, a in enumerate(acts):
-            np.testing.assert_allclose(per[j], meth.scores(Q[j : j + 1], int(a))[0])
-            np.testing.assert_allclose(meth.scores(Q[j], int(a)), per[j])
+            np.testing.assert_allclose(per[j], meth.contributions(Q[j : j + 1], int(a))[0])
+            np.testing.assert_allclose(meth.contributions(Q[j], int(a)), per[j])
+
+
+# ---------------------------------------------------------------- query API (issue 19)
+def _fitted_methods(Phi, R):
+    rng = np.random.default_rng(3)
+    W, b = rng.normal(size=(R.shape[1], Phi.shape[1])), rng.normal(size=R.shape[1])
+    return {
+        "exact": ExactCoefficient().fit(Phi, R),
+        "exact_nocache": ExactCoefficient(precompute=False).fit(Phi, R),
+        "if": InfluenceFunction().fit(Phi, R, weight=W, bias=b),
+        "rep": RepresenterPoint().fit(Phi, R),
+        "ip": InnerProduct().fit(Phi, R),
+    }, (W, b)
+
+
+def test_scores_are_action_scores_of_the_explained_readout(feats):
+    """scores(phi) is (m, |A|): the readout each method explains (today's code: TypeError)."""
+    Phi, R, Q = feats
+    meths, (W, b) = _fitted_methods(Phi, R)
+    for meth in meths.values():
+        S = meth.scores(Q)
+        assert S.shape == (7, 3)
+        np.testing.assert_allclose(meth.scores(Q[2]), S[2], rtol=0, atol=1e-12)
+    ex = meths["exact"]
+    # Proposition 1: the probe's scores are alpha @ R
+    np.testing.assert_allclose(ex.scores(Q), ex.coefficients(Q) @ R, rtol=0, atol=1e-10)
+    np.testing.assert_allclose(ex.scores(Q), ex.influence_.scores(Q), rtol=0, atol=1e-12)
+    np.testing.assert_allclose(meths["exact_nocache"].scores(Q), ex.scores(Q), atol=1e-12)
+    # IF: the head the influence is taken at
+    np.testing.assert_allclose(meths["if"].scores(Q), Q @ W.T + b, rtol=0, atol=1e-12)
+    # Representer: the regularised head, and its contributions sum to it exactly
+    rp = meths["rep"]
+    np.testing.assert_allclose(rp.scores(Q), rp.head_scores(Q), rtol=0, atol=0)
+    # inner product: the weights times the returns (the sum of its contributions)
+    ip = meths["ip"]
+    np.testing.assert_allclose(ip.scores(Q), ip.weights(Q) @ R, rtol=0, atol=1e-12)
+    for meth in (ex, rp, ip):
+        for a in range(3):
+            np.testing.assert_allclose(
+                meth.contributions(Q, a).sum(1), meth.scores(Q)[:, a], rtol=0, atol=1e-10
+            )
+
+
+def test_contributions_default_to_the_decision(feats):
+    """action=None explains each query's own decision argmax_a scores(phi)."""
+    Phi, R, Q = feats
+    meths, _ = _fitted_methods(Phi, R)
+    for meth in meths.values():
+        dec = np.argmax(meth.scores(Q), axis=1)
+        assert len(set(dec)) > 1  # the queries decide differently: a real per-query check
+        np.testing.assert_array_equal(meth.contributions(Q), meth.contributions(Q, dec))
+        np.testing.assert_array_equal(meth.contributions(Q[4]), meth.contributions(Q[4], dec[4]))
+        np.testing.assert_allclose(
+            meth.contributions(Q[4], action=None), meth.contributions(Q)[4], rtol=0, atol=1e-12
+        )
+
+
+def test_scores_with_action_is_deprecated_alias_of_contributions(feats):
+    Phi, R, Q = feats
+    meths, _ = _fitted_methods(Phi, R)
+    for meth in meths.values():
+        name = type(meth).__name__
+        with pytest.warns(FutureWarning, match=rf"{name}\.contributions\(phi, action\)"):
+            old = meth.scores(Q, 1)
+        np.testing.assert_array_equal(old, meth.contributions(Q, 1))
+        with pytest.warns(FutureWarning, match="deprecated"):
+            old = meth.scores(Q, action=np.arange(7) % 3)
+        np.testing.assert_array_equal(old, meth.contributions(Q, np.arange(7) % 3))
+
+
+def test_top_cases_is_a_stable_sort_of_the_contributions(feats):
+    Phi, R, Q = feats
+    R = R.copy()
+    R[::3, :] = 0.0  # exact zero contributions: ties resolve to the lower case index
+    meths, _ = _fitted_methods(Phi, R)
+    for meth in meths.values():
+        C = meth.contributions(Q)
+        for k in (1, 5, 80):
+            top = meth.top_cases(Q, k=k)
+            want = np.argsort(-np.abs(C), axis=1, kind="stable")[:, :k]
+            np.testing.assert_array_equal(top.indices, want)
+            np.testing.assert_array_equal(top.contributions, np.take_along_axis(C, want, 1))
+        idx, psi = meth.top_cases(Q[0], 2, k=80)  # unpacks as a pair
+        np.testing.assert_array_equal(psi, meth.contributions(Q[0], 2)[idx])
+        if isinstance(meth, (ExactCoefficient, InnerProduct)):  # psi = w_i r_i: zeros last
+            np.testing.assert_array_equal(idx[-27:], np.arange(0, 80, 3))
+        C2 = meth.contributions(Q, 2)
+        pos = meth.top_cases(Q, 2, k=4, order="positive")
+        np.testing.assert_array_equal(pos.indices, np.argsort(-C2, axis=1, kind="stable")[:, :4])
+        neg = meth.top_cases(Q, 2, k=4, order="negative")
+        np.testing.assert_array_equal(neg.indices, np.argsort(C2, axis=1, kind="stable")[:, :4])
+        labels = np.array([f"case{i}" for i in range(80)])
+        named = meth.top_cases(Q, 2, k=4, case_ids=labels)
+        np.testing.assert_array_equal(named.case_ids, labels[named.indices])
+        with pytest.raises(InputError, match="order must be"):
+            meth.top_cases(Q, k=3, order="largest")
+        with pytest.raises(InputError, match="exceeds the number of training cases"):
+            meth.top_cases(Q, k=81)
+        with pytest.raises(TypeError):
+            meth.top_cases(Q, 0, 5)  # k is keyword-only
+
+
+def test_tracin_query_api(tiny):
+    X, R, net, Xq = tiny
+    tr = TracIn.from_network(net, X, R)
+    P = net.represent_checkpoints(Xq)
+    S = tr.scores(P)
+    # the last checkpoint ends the run: its head's scores are the network's
+    np.testing.assert_allclose(
+        S, net.represent(Xq) @ net.head_weight_.T + net.head_bias_, rtol=0, atol=1e-12
+    )
+    np.testing.assert_allclose(tr.scores(P[:, 1]), S[1], rtol=0, atol=0)
+    dec = S.argmax(axis=1)
+    np.testing.assert_array_equal(tr.contributions(P), tr.contributions(P, dec))
+    top = tr.top_cases(P, k=3)
+    np.testing.assert_array_equal(
+        top.indices, np.argsort(-np.abs(tr.contributions(P)), axis=1, kind="stable")[:, :3]
+    )
+    with pytest.warns(FutureWarning, match="contributions"):
+        old = tr.scores(P, 1)
+    np.testing.assert_array_equal(old, tr.contributions(P, 1))
+
+
+def test_sign_convention_is_documented():
+    """The relation to captum (tested below) is stated where users read it."""
+    import cbdt.baselines as bl
+
+    assert "NaiveInfluenceFunction" in bl.__doc__ and "-n" in bl.__doc__.replace(" ", "")
+    assert "NaiveInfluenceFunction" in InfluenceFunction.__doc__
+    assert "-1/n" in InfluenceFunction.__doc__.replace(" ", "")
+    assert "TracInCP" in bl.__doc__ and "TracInCP" in TracIn.__doc__
+    for cls in (ExactCoefficient, InfluenceFunction, RepresenterPoint, TracIn, InnerProduct):
+        assert "raises the score" in " ".join(cls.__doc__.split()), cls
+
+
+def test_n_features_in_and_deprecated_alias(feats):
+    Phi, R, _ = feats
+    ip = InnerProduct().fit(Phi, R)
+    assert ip.n_features_in_ == 6
+    with pytest.warns(FutureWarning, match="n_features_in_"):
+        assert ip.n_features_ == 6
 
 
 # ---------------------------------------------------------------- inner product
@@ -98,7 +239,7 @@ def test_inner_product_equals_alpha_when_whitened(feats):
     alpha = CaseInfluence(intercept=False).fit(Pw, R).coefficients(Qw)
     ip = InnerProduct().fit(Pw, R)
     np.testing.assert_allclose(ip.weights(Qw), alpha, atol=1e-10)
-    np.testing.assert_allclose(ip.scores(Qw, 1), alpha * R[:, 1], atol=1e-10)
+    np.testing.assert_allclose(ip.contributions(Qw, 1), alpha * R[:, 1], atol=1e-10)
     # and unwhitened it does not
     alpha0 = CaseInfluence(intercept=False).fit(Phi, R).coefficients(Q)
     assert not np.allclose(InnerProduct().fit(Phi, R).weights(Q), alpha0, atol=1e-3)
@@ -118,14 +259,14 @@ def test_if_is_n_alpha_times_residual(feats):
     resid = R - (Phi @ W.T + b)
     np.testing.assert_allclose(inf.residuals_, resid)
     for a in range(3):
-        np.testing.assert_allclose(inf.scores(Q, a), n * alpha * resid[:, a], atol=1e-9)
+        np.testing.assert_allclose(inf.contributions(Q, a), n * alpha * resid[:, a], atol=1e-9)
     # default head = OLS: residuals are the OLS residuals
     inf_ols = InfluenceFunction().fit(Phi, R)
     ols_res = R - (ci.readout_.T @ Phi.T).T - ci.intercept_
-    np.testing.assert_allclose(inf_ols.scores(Q, 0), n * alpha * ols_res[:, 0], atol=1e-9)
+    np.testing.assert_allclose(inf_ols.contributions(Q, 0), n * alpha * ols_res[:, 0], atol=1e-9)
     # gradient at a zero head: IF == n * psi, the exact contribution itself
     inf_ret = InfluenceFunction(residuals="returns").fit(Phi, R, weight=W, bias=b)
-    np.testing.assert_allclose(inf_ret.scores(Q, 2), n * ci.contributions(Q, 2), atol=1e-9)
+    np.testing.assert_allclose(inf_ret.contributions(Q, 2), n * ci.contributions(Q, 2), atol=1e-9)
 
 
 def test_if_hessian_is_exact_head_hessian(feats):
@@ -147,9 +288,9 @@ def test_if_hessian_is_exact_head_hessian(feats):
 
 def test_if_damping(feats):
     Phi, R, Q = feats
-    exact = InfluenceFunction().fit(Phi, R).scores(Q, 0)
-    tiny = InfluenceFunction(damping=1e-9).fit(Phi, R).scores(Q, 0)
-    big = InfluenceFunction(damping=10.0).fit(Phi, R).scores(Q, 0)
+    exact = InfluenceFunction().fit(Phi, R).contributions(Q, 0)
+    tiny = InfluenceFunction(damping=1e-9).fit(Phi, R).contributions(Q, 0)
+    big = InfluenceFunction(damping=10.0).fit(Phi, R).contributions(Q, 0)
     np.testing.assert_allclose(tiny, exact, rtol=1e-5, atol=1e-8)
     assert np.abs(big).max() < np.abs(exact).max()
 
@@ -164,7 +305,9 @@ def test_representer_decomposition_is_exact(feats):
     grad = (2 / (n * 3)) * Pt.T @ (Pt @ rp.weight_ - R) + 2 * 0.01 * rp.weight_
     np.testing.assert_allclose(grad, 0, atol=1e-10)
     for a in range(3):
-        np.testing.assert_allclose(rp.scores(Q, a).sum(1), rp.head_scores(Q)[:, a], atol=1e-10)
+        np.testing.assert_allclose(
+            rp.contributions(Q, a).sum(1), rp.head_scores(Q)[:, a], atol=1e-10
+        )
     # alpha_i = -1/(2 lam n) dl_i/dQ_ia
     dl = (2 / 3) * (Pt @ rp.weight_ - R)
     np.testing.assert_allclose(rp.representer_values_, -dl / (2 * 0.01 * n))
@@ -178,8 +321,8 @@ def test_representer_default_lambda_and_returns_variant(feats):
     assert rp.lam_ == pytest.approx(1e-3 * np.trace(Pt.T @ Pt) / (H + 1) / (n * 3))
     rr = RepresenterPoint(residuals="returns").fit(Phi, R)
     # proportional to the inner product with the constant coordinate
-    ipc = InnerProduct().fit(Pt, R).scores(_aug(Q), 1)
-    ratio = rr.scores(Q, 1) / ipc
+    ipc = InnerProduct().fit(Pt, R).contributions(_aug(Q), 1)
+    ratio = rr.contributions(Q, 1) / ipc
     np.testing.assert_allclose(ratio, ratio.flat[0], rtol=1e-9)
 
 
@@ -207,13 +350,13 @@ def _torch_tracin(net, X, R, Xq, a):
 def test_tracin_matches_autograd(tiny):
     X, R, net, Xq = tiny
     tr = TracIn.from_network(net, X, R)
-    ours = tr.scores(net.represent_checkpoints(Xq), 1)
+    ours = tr.contributions(net.represent_checkpoints(Xq), 1)
     ref = _torch_tracin(net, X, R, Xq, 1)
     np.testing.assert_allclose(ours, ref, rtol=1e-4, atol=1e-6 * np.abs(ref).max())
     acts = np.array([0, 1, 2, 1])
-    per = tr.scores(net.represent_checkpoints(Xq), acts)
+    per = tr.contributions(net.represent_checkpoints(Xq), acts)
     np.testing.assert_allclose(per[1], ours[1])
-    np.testing.assert_allclose(tr.scores(net.represent_checkpoints(Xq)[:, 0], 1), ours[0])
+    np.testing.assert_allclose(tr.contributions(net.represent_checkpoints(Xq)[:, 0], 1), ours[0])
 
 
 # ---------------------------------------------------------------- network helpers
@@ -237,16 +380,16 @@ def test_fit_methods_and_scores(tiny):
 )
 def test_not_fitted(cls, feats):
     with pytest.raises(NotFittedError, match="fit"):
-        cls().scores(feats[2], 0)
+        cls().contributions(feats[2], 0)
 
 
 def test_tracin_not_fitted_and_shapes(tiny):
     X, R, net, Xq = tiny
     with pytest.raises(NotFittedError):
-        TracIn().scores(np.zeros((3, 1, 5)), 0)
+        TracIn().contributions(np.zeros((3, 1, 5)), 0)
     tr = TracIn.from_network(net, X, R)
     with pytest.raises(InputError, match="checkpoints"):
-        tr.scores(net.represent(Xq), 0)
+        tr.contributions(net.represent(Xq), 0)
     with pytest.raises(InputError):
         TracIn().fit([], R)
     with pytest.raises(InputError):
@@ -258,9 +401,9 @@ def test_bad_inputs(feats):
     with pytest.raises(InputError, match="rows"):
         InnerProduct().fit(Phi, R[:-1])
     with pytest.raises(InputError, match="width"):
-        InnerProduct().fit(Phi, R).scores(Q[:, :3], 0)
+        InnerProduct().fit(Phi, R).contributions(Q[:, :3], 0)
     with pytest.raises(InputError, match="out of range"):
-        ExactCoefficient().fit(Phi, R).scores(Q, 3)
+        ExactCoefficient().fit(Phi, R).contributions(Q, 3)
     with pytest.raises(InputError, match="residuals"):
         InfluenceFunction(residuals="raw").fit(Phi, R)
     with pytest.raises(InputError, match="both"):
@@ -346,7 +489,7 @@ def test_tracin_agrees_with_captum(tiny, tmp_path):
         .double()
         .numpy()
     )
-    ours = TracIn.from_network(net, X, R).scores(net.represent_checkpoints(Xq), a)
+    ours = TracIn.from_network(net, X, R).contributions(net.represent_checkpoints(Xq), a)
     np.testing.assert_allclose(-theirs, ours, rtol=1e-4, atol=1e-5 * np.abs(ours).max())
     _same_ranking(-theirs, ours)
 
@@ -388,7 +531,7 @@ def test_influence_function_agrees_with_captum_single_action(tiny, tmp_path):
     ours = (
         InfluenceFunction()
         .fit(net.represent(X), R1, weight=net.head_weight_, bias=net.head_bias_)
-        .scores(net.represent(Xq), 0)
+        .contributions(net.represent(Xq), 0)
     )
     # float32 gradients and Hessian in captum: agreement to ~1%
     np.testing.assert_allclose(-len(X) * theirs, ours, rtol=0.03, atol=0.01 * np.abs(ours).max())
@@ -411,7 +554,7 @@ def test_influence_function_agrees_with_captum_multi_action(tiny, tmp_path, monk
     ours = (
         InfluenceFunction()
         .fit(net.represent(X), R, weight=net.head_weight_, bias=net.head_bias_)
-        .scores(net.represent(Xq), 1)
+        .contributions(net.represent(Xq), 1)
     )
     np.testing.assert_allclose(-len(X) * theirs, ours, rtol=0.03, atol=0.01 * np.abs(ours).max())
     _same_ranking(-theirs, ours)

@@ -100,7 +100,7 @@ def test_query_summary_matches_library_metrics(query_df):
     assert a == d.a_test[j]
     s = plots.query_attribution_summary(query_df, k=10)
     assert list(s.index) == ["ground_truth", *METHODS]
-    psi = ExactCoefficient().fit(run.Phi_train, d.R_train).scores(run.Phi_test[j], a)
+    psi = ExactCoefficient().fit(run.Phi_train, d.R_train).contributions(run.Phi_test[j], a)
     np.testing.assert_allclose(psi, query_df["Ours (alpha)"], rtol=1e-10, atol=1e-12)
     assert s.loc["Ours (alpha)", "top10"] == pytest.approx(
         topk_action_consistency(psi, d.case_actions, a, 10)
@@ -112,7 +112,7 @@ def test_query_summary_matches_library_metrics(query_df):
     assert s.loc["Ours (alpha)", "negative_in_top10"] == int(np.sum(psi[top] < 0))
     assert s.loc["ground_truth", "pearson"] == pytest.approx(1.0)
     assert s.loc["ground_truth", "negative_in_top10"] == 0  # s >= 0 and r > 0 near the query
-    ip = InnerProduct().fit(run.Phi_train, d.R_train).scores(run.Phi_test[j], a)
+    ip = InnerProduct().fit(run.Phi_train, d.R_train).contributions(run.Phi_test[j], a)
     assert s.loc["Inner product", "pearson"] == pytest.approx(pearson(ip, run.ground_truth[a, j]))
     # another k recomputes the ranking
     s3 = plots.query_attribution_summary(query_df, k=3)

@@ -375,7 +375,7 @@ _CONTRIB: dict[tuple, np.ndarray] = {}
 
 
 def _all_actions(method: Any, phi: np.ndarray, n_actions: int) -> np.ndarray:
-    return np.stack([method.scores(phi, a) for a in range(n_actions)])
+    return np.stack([method.contributions(phi, a) for a in range(n_actions)])
 
 
 def _contributions(
@@ -693,10 +693,10 @@ def _time_method(
     """(scores, featurize) median per-query milliseconds of one method."""
     nq = Xq.shape[0]
     if checkpoints:
-        s = median_per_query(lambda j: meth.scores(phi_t[:, j], acts[j]), nq, repeats)
+        s = median_per_query(lambda j: meth.contributions(phi_t[:, j], acts[j]), nq, repeats)
         f = median_per_query(lambda j: net.represent_checkpoints(Xq[j : j + 1]), nq, repeats)
     else:
-        s = median_per_query(lambda j: meth.scores(phi[j], acts[j]), nq, repeats)
+        s = median_per_query(lambda j: meth.contributions(phi[j], acts[j]), nq, repeats)
         f = median_per_query(lambda j: net.represent(Xq[j : j + 1]), nq, repeats)
     return s * 1e3, f * 1e3
 
