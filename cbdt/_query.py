@@ -147,7 +147,7 @@ class TopCases:
         return frame
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Explanation:
     """Result of ``explain``: the case account of many decisions (Sec. 4).
 
@@ -159,12 +159,16 @@ class Explanation:
     signals : pandas.DataFrame
         One row per query (index ``query``): ``action`` (by name), ``score``, ``margin``,
         ``entropy``, ``gini``, ``risk`` (eq. 16-20).
+    action_names : ndarray or None
+        The estimator's ``action_names_`` when its actions are named (the frames then hold
+        names), ``None`` when they are the positions ``0..|A|-1``.
 
     Unpacks as ``cases, signals = est.explain(phi)``.
     """
 
     cases: pd.DataFrame
     signals: pd.DataFrame
+    action_names: np.ndarray | None = None
 
     def __iter__(self) -> Any:
         return iter((self.cases, self.signals))
@@ -520,17 +524,23 @@ class CaseQueryMixin:
             }
         )
         signals.index.name = "query"
-        return Explanation(cases, signals)
+        labels = self._action_labels()
+        named = not np.array_equal(labels, np.arange(self.n_actions_))
+        return Explanation(cases, signals, labels if named else None)
 
 
-# the signature readers see (``explain(phi, *args, action=...)`` is how the old positional
-# ``k`` stays accepted for one release)
-def _explain_signature() -> inspect.Signature:
+# The signatures readers see: ``*args`` is how the old positional ``k`` (and ``order``)
+# stays accepted for one release, and is left out of ``help()`` and ``inspect``.
+def _public_signature(method: Any) -> inspect.Signature:
     P = inspect.Parameter
-    sig = inspect.signature(CaseQueryMixin.explain)
+    sig = inspect.signature(method)
     params = [p for p in sig.parameters.values() if p.kind != P.VAR_POSITIONAL]
-    head = [params[0], params[1], params[2].replace(kind=P.POSITIONAL_OR_KEYWORD)]
-    return sig.replace(parameters=head + params[3:])
+    for i, p in enumerate(params):
+        if p.name == "action":
+            params[i] = p.replace(kind=P.POSITIONAL_OR_KEYWORD)
+    order = {P.POSITIONAL_OR_KEYWORD: 0, P.KEYWORD_ONLY: 1}
+    return sig.replace(parameters=sorted(params, key=lambda p: order[p.kind]))
 
 
-CaseQueryMixin.explain.__signature__ = _explain_signature()  # type: ignore[attr-defined]
+for _method in (CaseQueryMixin.explain, CaseQueryMixin.top_cases):
+    _method.__signature__ = _public_signature(_method)  # type: ignore[attr-defined]

@@ -101,8 +101,17 @@ def non_numeric_columns(name: str, X: Any) -> None:
 
 
 def _example(col: Any) -> str:
+    """The first value of a column that is not a number (or its first value)."""
+    import pandas as pd
+
     vals = col.dropna()
-    return repr(vals.iloc[0]) if len(vals) else "all missing"
+    if not len(vals):
+        return "all missing"
+    if vals.dtype == object:
+        bad = vals[pd.to_numeric(vals, errors="coerce").isna()]
+        if len(bad):
+            return f"{bad.iloc[0]!r} in row {bad.index[0]!r}"
+    return repr(vals.iloc[0])
 
 
 def non_numeric_message(name: str, arr: np.ndarray) -> str:

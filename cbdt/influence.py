@@ -554,6 +554,9 @@ class CaseInfluence(CaseQueryMixin, ParamsMixin):
             arrays["ridge_metric"] = np.asarray(self.ridge_metric, dtype=np.float64)
         if self.case_ids_ is not None:
             arrays["case_ids"] = _storable_ids(self.case_ids_)
+        names = getattr(self, "action_names_", None)  # (H3) the actions' names, when named
+        if names is not None and not np.array_equal(names, np.arange(self.n_actions_)):
+            arrays["action_names"] = _storable_ids(names, "action_names_")
         if self._factor is not None:
             arrays["factor"] = self._factor
         else:
@@ -631,6 +634,7 @@ class CaseInfluence(CaseQueryMixin, ParamsMixin):
             "eig_W": (Hp, None),
             "eig_w": (None,),
             "case_ids": (n,),
+            "action_names": (A,),
         }
         for key, shape in expect.items():
             if key in f:
@@ -666,6 +670,10 @@ class CaseInfluence(CaseQueryMixin, ParamsMixin):
         ci.case_ids_ = f["case_ids"] if "case_ids" in f else None
         if ci.case_ids_ is not None:
             ci.case_ids_.setflags(write=False)
+        # (H3) the actions' names; a file without them has unnamed actions 0..|A|-1
+        ci.action_names_ = check_action_names(
+            f["action_names"] if "action_names" in f else None, A
+        )
         return ci
 
     # ------------------------------------------------------------------ queries
@@ -1022,17 +1030,22 @@ class CaseInfluence(CaseQueryMixin, ParamsMixin):
 
 # ---------------------------------------------------------------------- module helpers
 _TSQR_ROWS = 2048  # rows folded into the triangular factor at once (cache-sized QR)
-def _storable_ids(ids: np.ndarray) -> np.ndarray:
-    """Case ids as an array ``np.savez`` writes without pickle (numbers, strings, dates)."""
+def _storable_ids(ids: np.ndarray, what: str = "case_ids_") -> np.ndarray:
+    """Case ids (or action names) as an array ``np.savez`` writes without pickle (numbers,
+    strings, dates)."""
     if ids.dtype != object:
         return ids
     if all(isinstance(v, str) for v in ids):
         return ids.astype(str)
     kinds = sorted({type(v).__name__ for v in ids})
+    fix = (
+        "action_names=[str(a) for a in R.columns]" if what == "action_names_"
+        else "case_ids=frame.index.astype(str)"
+    )
     raise InputError(
-        f"case_ids_ hold Python objects of types {kinds}, which an .npz file cannot store "
-        "without pickle; refit with case_ids converted to strings or integers "
-        "(e.g. case_ids=frame.index.astype(str))."
+        f"{what} hold Python objects of types {kinds}, which an .npz file cannot store "
+        f"without pickle; refit with {what[:-1]} converted to strings or integers "
+        f"(e.g. {fix})."
     )
 
 

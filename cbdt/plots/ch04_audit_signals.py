@@ -8,6 +8,18 @@ from __future__ import annotations
 import matplotlib.pyplot as plt  # noqa: F401
 
 
+def escape_mathtext(text) -> str:
+    """``text`` (an action name, a case id) as literal matplotlib text.
+
+    Matplotlib parses the text between two ``$`` as mathtext, so a name like ``cost $5``
+    paired with another ``$`` would render as a formula (``treat_A`` inside a formula as a
+    subscript). Every ``$`` is escaped (``\\$`` is drawn as ``$``); outside ``$`` pairs
+    ``_`` and ``^`` are literal. Use it for user-supplied strings and keep them outside
+    the ``$...$`` parts of a label.
+    """
+    return str(text).replace("$", r"\$")
+
+
 def plot_contributions(psi, case_actions, top_idx=None, action_names=None, ax=None):
     """Bar chart of the contributions :math:`\\psi_i(a, x)` of one query (eq. 15).
 
@@ -32,7 +44,8 @@ def plot_contributions(psi, case_actions, top_idx=None, action_names=None, ax=No
     psi = np.asarray(psi, dtype=float)
     acts = np.asarray(case_actions)
     n_actions = int(acts.max()) + 1
-    names = action_names or [f"$a_{b}$" for b in range(n_actions)]
+    names = ([escape_mathtext(v) for v in action_names] if action_names is not None
+             else [f"$a_{b}$" for b in range(n_actions)])
     if ax is None:
         fig, ax = plt.subplots(figsize=(6.4, 3.4))
     else:
@@ -70,7 +83,9 @@ def plot_top_cases(explanation, query=0, *, action_names=None, ax=None, max_labe
     query : int, default=0
         Which query (row of ``explanation.signals``) to draw.
     action_names : sequence of str, optional
-        Names of the actions; default ``a0, a1, ...``.
+        Names of the actions by position. Default: the names the explanation carries (an
+        estimator fitted with a returns DataFrame or ``action_names=``), else ``a0, a1, ...``.
+        Names are drawn literally (``$``, ``_``, ``^`` are not mathtext).
     ax : matplotlib Axes, optional
     max_label : int, default=24
         Case ids longer than this are shortened with an ellipsis.
@@ -90,21 +105,25 @@ def plot_top_cases(explanation, query=0, *, action_names=None, ax=None, max_labe
         )
     rows = cases[cases["query"] == query].sort_values("rank")
     sig = signals.loc[query]
-    action, score = int(sig["action"]), float(sig["score"])
+    action, score = signals.loc[query, "action"], float(sig["score"])
     names = list(action_names) if action_names is not None else None
+    named = getattr(explanation, "action_names", None) is not None  # frames hold the names
 
     def name(a):
-        return names[a] if names is not None else f"a{a}"
+        """An action of the frames (its name, or its position when unnamed), literal text."""
+        if not named:
+            a = names[int(a)] if names is not None else f"a{int(a)}"
+        return escape_mathtext(a)
 
     def short(v):
         s = str(v)
-        return s if len(s) <= max_label else s[: max_label - 1] + "\u2026"
+        return escape_mathtext(s if len(s) <= max_label else s[: max_label - 1] + "\u2026")
 
     psi = rows["psi"].to_numpy(dtype=float)
     rest = score - float(psi.sum())
     k = len(rows)
     labels = [
-        f"{short(cid)}  ({name(int(ca))}, \u03b1={al:.3g})"
+        f"{short(cid)}  ({name(ca)}, \u03b1={al:.3g})"
         for cid, ca, al in zip(rows["case_id"], rows["case_action"], rows["alpha"], strict=True)
     ]
     labels.append("all other cases")
@@ -122,7 +141,7 @@ def plot_top_cases(explanation, query=0, *, action_names=None, ax=None, max_labe
     ax.axvline(score, color="k", lw=1.0, ls="--")
     ax.set_xlabel("contribution $\\psi_i(a_x, x) = \\alpha_i(x)\\, r_i(a_x)$")
     ax.set_title(
-        f"Query {query}: top {k} cases of $Q(x, {name(action)})$ = {score:.4g}", fontsize=10
+        f"Query {query}: top {k} cases of Q(x, {name(action)}) = {score:.4g}", fontsize=10
     )
     handles = [
         Patch(color="#1f77b4", label="raises the score"),
