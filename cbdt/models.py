@@ -18,8 +18,9 @@ from __future__ import annotations
 import copy
 import numbers
 import random
+import warnings
 from dataclasses import dataclass
-from typing import Any, Literal, NamedTuple
+from typing import Any, Literal
 
 import numpy as np
 import torch
@@ -27,8 +28,7 @@ from torch import nn
 
 from ._validation import as_float_matrix, check_nonnegative_scalar
 from .exceptions import InputError, NotFittedError
-from .influence import CaseInfluence
-from .metrics import pearson
+from .torch import ProbeFidelity, _network_fidelity
 
 __all__ = [
     "set_determinism",
@@ -487,33 +487,38 @@ class CaseNetwork:
         ridge: float = 0.0,
         solver: Literal["auto", "cholesky", "lstsq"] = "auto",
     ) -> ProbeFidelity:
-        """Fit the OLS probe on the frozen representation and compare it with the network.
+        """OLS-probe fidelity :math:`\\rho_{recon}` of the trained network (Sec. 2.2, 5).
 
-        See :func:`probe_fidelity`.
+        Freezes the representation, fits ``CaseInfluence(ridge=ridge, intercept=True)`` on
+        :math:`\\Phi = \\varphi(X_{train})` and the training returns (eq. 6-8, intercept
+        absorbed as a constant coordinate), and correlates its scores with the network's own
+        scores on ``X_test``, per action (:func:`cbdt.torch.probe_fidelity` with this network,
+        which gives the same numbers).
+
+        Parameters
+        ----------
+        X_train : array-like of shape (n, d)
+        R_train : array-like of shape (n, |A|)
+        X_test : array-like of shape (m, d)
+        ridge : float, default=0.0
+            Probe ridge (eq. 11); 0 is the OLS probe of Proposition 1.
+        solver : {"auto", "cholesky", "lstsq"}, default="auto"
+            Passed to :class:`~cbdt.influence.CaseInfluence`. ReLU representations often have
+            dead units (zero columns of :math:`\\Phi`): ``"auto"`` then raises
+            :class:`~cbdt.exceptions.RankDeficientError` (the book records which solver it
+            used; :func:`cbdt.torch.probe_fidelity` falls back with a warning instead);
+            ``"lstsq"`` gives the minimum-norm readout.
+
+        Returns
+        -------
+        ProbeFidelity
+            ``rho_recon``, ``probe``, ``probe_scores``, ``network_scores``, ``agreement``,
+            ``max_abs_diff``, ``rel_max_abs_diff`` ...
         """
-        return probe_fidelity(self, X_train, R_train, X_test, ridge=ridge, solver=solver)
-
-
-class ProbeFidelity(NamedTuple):
-    """Result of :func:`probe_fidelity`.
-
-    Attributes
-    ----------
-    probe : CaseInfluence
-        The OLS (or ridge) readout with intercept, fitted on :math:`\\Phi` of the training set.
-    rho_recon : ndarray of shape (|A|,)
-        Pearson correlation, per action, between probe scores and network scores on the test
-        inputs (the paper's probe-fidelity measure :math:`\\rho_{recon}`).
-    probe_scores : ndarray of shape (m, |A|)
-        :math:`\\hat Q(x, a) = \\tilde\\varphi(x)^\\top \\hat v_a` on the test inputs (eq. 9).
-    network_scores : ndarray of shape (m, |A|)
-        :math:`Q_{nn}(x, a)` on the test inputs.
-    """
-
-    probe: CaseInfluence
-    rho_recon: np.ndarray
-    probe_scores: np.ndarray
-    network_scores: np.ndarray
+        if not isinstance(self, CaseNetwork):
+            raise InputError(f"network must be a CaseNetwork, got {type(self).__name__}.")
+        return _network_fidelity(self, X_train, R_train, X_test, ridge=ridge, solver=solver,
+                                 intercept=True, fallback=False, warn=False)
 
 
 def probe_fidelity(
@@ -524,45 +529,23 @@ def probe_fidelity(
     ridge: float = 0.0,
     solver: Literal["auto", "cholesky", "lstsq"] = "auto",
 ) -> ProbeFidelity:
-    """OLS-probe fidelity :math:`\\rho_{recon}` of a trained network (Sec. 2.2, 5).
+    """Deprecated: use ``network.probe_fidelity(X_train, R_train, X_test)`` or
+    :func:`cbdt.torch.probe_fidelity` (one function for a CaseNetwork or any ``nn.Module``).
 
-    Freezes the representation, fits ``CaseInfluence(ridge=ridge, intercept=True)`` on
-    :math:`\\Phi = \\varphi(X_{train})` and the training returns (eq. 6-8, intercept
-    absorbed as a constant coordinate), and correlates its scores with the network's own
-    scores on ``X_test``, per action.
-
-    Parameters
-    ----------
-    network : CaseNetwork
-        A fitted network.
-    X_train : array-like of shape (n, d)
-    R_train : array-like of shape (n, |A|)
-    X_test : array-like of shape (m, d)
-    ridge : float, default=0.0
-        Probe ridge (eq. 11); 0 is the OLS probe of Proposition 1.
-    solver : {"auto", "cholesky", "lstsq"}, default="auto"
-        Passed to :class:`~cbdt.influence.CaseInfluence`. ReLU representations often have
-        dead units (zero columns of :math:`\\Phi`): ``"auto"`` then raises
-        :class:`~cbdt.exceptions.RankDeficientError`; ``"lstsq"`` gives the minimum-norm
-        readout.
+    Same result as :meth:`CaseNetwork.probe_fidelity` (OLS-probe fidelity
+    :math:`\\rho_{recon}`, Sec. 2.2, 5); emits a ``FutureWarning``.
 
     Returns
     -------
     ProbeFidelity
     """
+    warnings.warn(
+        "cbdt.models.probe_fidelity(network, X_train, R_train, X_test) is deprecated and will "
+        "be removed; use network.probe_fidelity(X_train, R_train, X_test) or "
+        "cbdt.torch.probe_fidelity(network, None, X_train, R_train, X_test).",
+        FutureWarning,
+        stacklevel=2,
+    )
     if not isinstance(network, CaseNetwork):
         raise InputError(f"network must be a CaseNetwork, got {type(network).__name__}.")
-    Phi = network.represent(X_train)
-    R = as_float_matrix("R_train", R_train, allow_1d=True)
-    if R.ndim == 1:
-        R = R[:, None]
-    probe = CaseInfluence(ridge=ridge, intercept=True, solver=solver).fit(Phi, R)
-    Phi_test = network.represent(X_test)
-    ps = probe.scores(Phi_test)
-    ns = network.predict(X_test)
-    if ps.shape[1] != ns.shape[1]:
-        raise InputError(
-            f"R_train has {ps.shape[1]} actions but the network has {ns.shape[1]} outputs."
-        )
-    rho = np.array([pearson(ps[:, a], ns[:, a]) for a in range(ps.shape[1])])
-    return ProbeFidelity(probe, rho, ps, ns)
+    return network.probe_fidelity(X_train, R_train, X_test, ridge=ridge, solver=solver)

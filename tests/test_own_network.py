@@ -121,7 +121,8 @@ def test_prop1_is_exact_for_the_probe_and_for_the_rewritten_network(split, train
 
 def test_with_readout_needs_the_head_input(split, trained):
     R = cbdt.returns_from_labels(split.y_train, 10)
-    other = ct.from_torch(trained.model, "1", split.X_train, R)
+    with pytest.warns(cbdt.LayerWarning, match="pre-activation"):  # same width, not the input
+        other = ct.from_torch(trained.model, "2", split.X_train, R)
     with pytest.raises(InputError, match="another layer"):
         own.with_readout(trained.model, other)
 

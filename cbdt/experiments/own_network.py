@@ -7,8 +7,10 @@ trained the usual way (cross-entropy on class labels, minibatches) rather than o
 1. :func:`load_digits_split` and :func:`train_mlp`: scikit-learn's handwritten digits (shipped
    with scikit-learn, no download) and a small MLP trained deterministically on CPU
    (:func:`cbdt.models.set_determinism` is the one place that seeds and pins torch);
-2. :func:`layer_fidelity`: the OLS probe of Proposition 1 on each candidate layer, against the
-   network's own outputs (:func:`cbdt.torch.probe_fidelity`);
+2. :func:`layer_fidelity` (:func:`cbdt.torch.layer_fidelity`): the OLS probe of Proposition 1
+   on each candidate layer, against the network's own outputs
+   (:func:`cbdt.torch.probe_fidelity`); :func:`head_input` (:func:`cbdt.torch.head_input`)
+   names the layer the head reads;
 3. :func:`with_readout` and :func:`prop1_residual`: write the probe's readout into a copy of the
    network's head and measure how exactly the network itself now satisfies
    :math:`Q(x, a) = \\sum_i \\alpha_i(x) r_i(a)`;
@@ -49,7 +51,7 @@ from torch import nn
 
 from .. import torch as ct
 from .._validation import as_float_matrix
-from ..exceptions import InputError, RankDeficientError
+from ..exceptions import InputError
 from ..models import set_determinism, torch_dtype
 from ..returns import _labels, returns_from_labels
 from .classifier import split_indices
@@ -301,90 +303,10 @@ def train_mlp(X: Any, y: Any, config: OwnNetworkConfig | None = None,
     return TrainedMLP(model, losses, acc, cfg)
 
 
-def head_input(model: nn.Sequential) -> tuple[str, nn.Linear]:
-    """The name of the module whose output the head reads, and the head.
-
-    Parameters
-    ----------
-    model : torch.nn.Sequential
-        Ending in an ``nn.Linear`` head.
-
-    Returns
-    -------
-    layer : str
-        Name of the module just before the head (the representation :math:`\\varphi`).
-    head : torch.nn.Linear
-    """
-    if not isinstance(model, nn.Sequential) or len(model) < 2 \
-            or not isinstance(model[-1], nn.Linear):
-        raise InputError("model must be an nn.Sequential of at least two modules ending in an "
-                         "nn.Linear head.")
-    return str(len(model) - 2), model[-1]
-
-
-# ---------------------------------------------------------------------- fidelity
-def _probe(model: Any, layer: str, X_train: Any,
-           R: np.ndarray) -> tuple[ct.TorchCaseInfluence, str]:
-    """OLS probe with intercept; the minimum-norm solver when the layer is rank-deficient."""
-    try:
-        return ct.from_torch(model, layer, X_train, R, intercept=True), "cholesky"
-    except RankDeficientError:
-        return ct.from_torch(model, layer, X_train, R, intercept=True, solver="lstsq"), "lstsq"
-
-
-def layer_fidelity(model: nn.Sequential, X_train: Any, R_train: Any, X_test: Any,
-                   layers: Sequence[str] | None = None) -> pd.DataFrame:
-    """How closely the OLS probe on each layer follows the network's own outputs.
-
-    For every layer, the OLS probe with an intercept is fitted on that layer's output over
-    the training inputs (:func:`cbdt.torch.from_torch`; the minimum-norm ``"lstsq"`` solver
-    when the output is rank-deficient) and compared with the network's outputs on the test
-    inputs (:func:`cbdt.torch.probe_fidelity`).
-
-    Parameters
-    ----------
-    model : torch.nn.Sequential
-    X_train : array-like of shape (n, d)
-    R_train : array-like of shape (n, |A|)
-        Returns, e.g. :func:`cbdt.returns_from_labels`.
-    X_test : array-like of shape (m, d)
-    layers : sequence of str, optional
-        Module names; default every module but the head.
-
-    Returns
-    -------
-    DataFrame
-        Indexed by ``layer``, with ``module`` (class name), ``width`` (H), ``rank`` (numerical
-        rank of the probe's design, intercept included), ``cond`` (condition number of its
-        Gram matrix), ``solver``, ``agreement`` (share of
-        test inputs where the probe's argmax equals the network's), ``rho_min`` and
-        ``rho_mean`` (Pearson correlation per action of probe and network scores),
-        ``max_abs_diff`` (largest :math:`|\\hat Q - Q_{nn}|`) and ``reads_head`` (the head
-        reads this layer: only there can :func:`with_readout` make Prop. 1 hold for the
-        network).
-    """
-    name, _ = head_input(model)
-    if layers is None:
-        layers = [str(j) for j in range(len(model) - 1)]
-    R = as_float_matrix("R_train", R_train)
-    rows = []
-    for layer in layers:
-        probe, solver = _probe(model, layer, X_train, R)
-        fid = ct.probe_fidelity(model, layer, X_train, R, X_test, probe=probe)
-        rows.append({
-            "layer": str(layer),
-            "module": type(model.get_submodule(str(layer))).__name__,
-            "width": int(probe.n_features_),
-            "rank": int(probe.rank_),
-            "cond": float(probe.condition_number_),
-            "solver": solver,
-            "agreement": fid.agreement,
-            "rho_min": float(np.nanmin(fid.rho)),
-            "rho_mean": float(np.nanmean(fid.rho)),
-            "max_abs_diff": fid.max_abs_diff,
-            "reads_head": str(layer) == name,
-        })
-    return pd.DataFrame(rows).set_index("layer")
+# ``head_input`` and ``layer_fidelity`` are public in :mod:`cbdt.torch` (re-exported here for
+# the chapter): the module that feeds the head, and the probe's fidelity on each layer.
+head_input = ct.head_input
+layer_fidelity = ct.layer_fidelity
 
 
 def with_readout(model: nn.Sequential, probe: ct.TorchCaseInfluence) -> nn.Sequential:

@@ -36,7 +36,7 @@ Support alignment :math:`\\rho_{support}(a)`
     ``rho_support_raw`` uses the unnormalised :math:`U(a\\mid M, x)` of eq. 1 instead.
 Probe fidelity :math:`\\rho_{recon}(a)`
     Pearson correlation over the test hours between the probe score and the network score
-    (:func:`cbdt.models.probe_fidelity`, OLS with intercept on the frozen :math:`\\varphi`).
+    (:meth:`cbdt.models.CaseNetwork.probe_fidelity`, OLS with intercept on the frozen :math:`\\varphi`).
 Standardised representation distance
     :math:`d(x, x_i) = \\lVert\\varphi(x) - \\varphi(x_i)\\rVert / m_\\varphi`, where
     :math:`m_\\varphi` is the median Euclidean distance between the representations of the
@@ -76,7 +76,7 @@ from ..decision import GaussianSimilarity, Memory, kernel_supports, median_dista
 from ..exceptions import InputError, RankDeficientError
 from ..influence import CaseInfluence
 from ..metrics import format_mean_ci, mean_ci, pearson, summarize_seeds
-from ..models import CaseNetwork, probe_fidelity
+from ..models import CaseNetwork
 
 __all__ = [
     "SEEDS",
@@ -268,7 +268,7 @@ class PJMRun:
     bandwidth : BandwidthChoice
     network : CaseNetwork
     probe : CaseInfluence
-        OLS readout with intercept on the frozen representation (:func:`probe_fidelity`).
+        OLS readout with intercept on the frozen representation (:meth:`CaseNetwork.probe_fidelity`).
     Phi_train, Phi_test : ndarray
         Frozen representations :math:`\\varphi(x)`, shapes (n_train, H), (n_test, H).
     network_scores, probe_scores : ndarray of shape (n_test, 3)
@@ -348,12 +348,12 @@ def _network(config: Any, seed: int) -> CaseNetwork:
 
 
 def _fit_probe(net: CaseNetwork, X_train: np.ndarray, R_train: np.ndarray, X_query: np.ndarray):
-    """:func:`probe_fidelity`: OLS, minimum-norm (``lstsq``) if the representation is
+    """:meth:`CaseNetwork.probe_fidelity`: OLS, minimum-norm (``lstsq``) if the representation is
     rank-deficient."""
     try:
-        return probe_fidelity(net, X_train, R_train, X_query)
+        return net.probe_fidelity(X_train, R_train, X_query)
     except RankDeficientError:
-        return probe_fidelity(net, X_train, R_train, X_query, solver="lstsq")
+        return net.probe_fidelity(X_train, R_train, X_query, solver="lstsq")
 
 
 def pjm_run(seed: int, config: PJMConfig | None = None) -> PJMRun:

@@ -33,7 +33,7 @@ Network and probe
     :class:`~cbdt.models.CaseNetwork` with chapter 07's settings (two tanh layers of 64,
     full-batch Adam, learning rate 0.01, 600 epochs; one torch thread, see
     :func:`cbdt.models.set_determinism`), trained on all training hours. The OLS probe with
-    intercept (:func:`cbdt.models.probe_fidelity`, minimum-norm ``lstsq`` fallback when the
+    intercept (:meth:`cbdt.models.CaseNetwork.probe_fidelity`, minimum-norm ``lstsq`` fallback when the
     representation is rank-deficient) on the frozen training representation is the
     :class:`~cbdt.influence.CaseInfluence` whose signals are audited.
 Audited decisions

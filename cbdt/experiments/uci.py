@@ -51,7 +51,7 @@ Accuracy (Adult; reported for Default Credit as well)
 :math:`\\rho_{recon}`
     Per action, the Pearson correlation between OLS-probe scores (``CaseInfluence`` with an
     intercept on the frozen representation, eq. 6-9) and network scores on the test inputs
-    (:func:`cbdt.models.probe_fidelity`).
+    (:meth:`cbdt.models.CaseNetwork.probe_fidelity`).
 
 Sub-memories (Default Credit; App. C.5-C.6)
 -------------------------------------------
@@ -120,7 +120,7 @@ from ..decision import kernel_supports, median_distance
 from ..exceptions import InputError
 from ..influence import CaseInfluence
 from ..metrics import mean_ci
-from ..models import CaseNetwork, probe_fidelity
+from ..models import CaseNetwork
 
 __all__ = [
     "SEEDS",
@@ -728,7 +728,7 @@ def _fit_network(task: UCITask, cfg: UCIConfig) -> UCIRun:
         threads=cfg.threads,
     ).fit(task.X_train, task.R_train)
     fit_seconds = time.perf_counter() - t0
-    fid = probe_fidelity(net, task.X_train, task.R_train, task.X_test)
+    fid = net.probe_fidelity(task.X_train, task.R_train, task.X_test)
     ns = fid.network_scores
     return UCIRun(
         task=task,
