@@ -125,8 +125,32 @@ def test_probe_fidelity(net, toy):
     # Proposition 1 on the frozen representation: sum_i alpha_i r_i(a) == probe score
     alpha = pf.probe.coefficients(Phi_t)
     np.testing.assert_allclose(alpha @ R, pf.probe_scores, atol=1e-7)
-    pf2 = probe_fidelity(net, X, R, Xt)
+    with pytest.warns(FutureWarning, match=r"network\.probe_fidelity\(X_train, R_train, X_test\)"):
+        pf2 = probe_fidelity(net, X, R, Xt)  # the deprecated module-level function
     np.testing.assert_array_equal(pf.rho_recon, pf2.rho_recon)
+
+
+def test_probe_fidelity_keeps_its_numbers_and_gains_scale_free_ones(net, toy):
+    """The one result type: rho_recon exactly as the book computed it (metrics.pearson per
+    action), plus agreement and the scale-free measures, with no warning for a CaseNetwork."""
+    import warnings
+
+    from cbdt import torch as ct
+    from cbdt.metrics import pearson
+
+    X, R, Xt = toy
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        pf = net.probe_fidelity(X, R, Xt)
+        same = ct.probe_fidelity(net, None, X, R, Xt)
+    ps, ns = pf.probe_scores, pf.network_scores
+    assert pf.rho_recon.tolist() == [pearson(ps[:, a], ns[:, a]) for a in range(3)]
+    np.testing.assert_array_equal(same.rho_recon, pf.rho_recon)
+    assert pf.agreement == np.mean(ps.argmax(1) == ns.argmax(1))
+    assert pf.max_abs_diff == np.abs(ps - ns).max()
+    spread = np.sqrt(np.mean((ns - ns.mean(0)) ** 2))
+    assert pf.rel_max_abs_diff == pf.max_abs_diff / spread
+    assert pf.same_units and pf.units_note is None and pf.score_ratio < 3
 
 
 def test_relu_dead_units_need_lstsq():
@@ -253,5 +277,5 @@ def test_not_fitted_and_wrong_width(net, toy):
         net.predict(np.zeros((2, 3)))
     with pytest.raises(InputError, match="checkpoint"):
         net.represent(X, checkpoint=99)
-    with pytest.raises(InputError):
+    with pytest.raises(InputError), pytest.warns(FutureWarning):
         probe_fidelity("not a network", X, R, X)

@@ -43,12 +43,12 @@ def test_features_read_the_layer_output_in_float64(trained):
 def test_from_torch_infers_the_intercept_and_is_exact(trained):
     model, X, R = trained
     ci = ct.from_torch(model, "3", X, R, head=model[4])
-    assert ci.intercept and ci.n_features_ == 8
+    assert ci.intercept and ci.n_features_in_ == 8
     phi = ci.phi(X[:20])
     assert np.allclose(ci.coefficients(phi) @ R, ci.scores(phi), atol=1e-10)  # Prop. 1
     no_bias = nn.Linear(8, 3, bias=False)
     assert not ct.from_torch(model, "3", X, R, head=no_bias).intercept
-    ex = ci.explain(phi, k=5)
+    ex = ci.explain(phi, k=5, rank_by="coefficient")
     assert len(ex.cases) == 100 and list(ex.signals.index) == list(range(20))
 
 
@@ -57,7 +57,8 @@ def test_write_readout_makes_prop1_hold_for_the_network(trained):
     import copy
 
     net = copy.deepcopy(model)
-    before = ct.probe_fidelity(net, "3", X, R, X[:100], head=net[4])
+    with pytest.warns(cbdt.ScoreUnitsWarning, match="logits"):  # cross-entropy logits
+        before = ct.probe_fidelity(net, "3", X, R, X[:100], head=net[4])
     assert before.max_abs_diff > 0.1  # a cross-entropy head is not the OLS readout
     before.probe.write_readout(net[4])
     after = ct.probe_fidelity(net, "3", X, R, X[:100], probe=before.probe)
