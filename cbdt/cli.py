@@ -419,17 +419,25 @@ def _cell(v: Any) -> str:
 def _readable(df: pd.DataFrame) -> tuple[list[str], list[list[str]]]:
     """Header and rows of ``df`` as the chapters print them: ``x_mean`` and ``x_ci`` become
     one column ``x, mean ± 95% CI``, every other key its label (:func:`_label`)."""
-    flat = df.reset_index() if not isinstance(df.index, pd.RangeIndex) else df
+    named = any(n is not None for n in df.index.names)
+    flat = df.reset_index() if named else df  # an unnamed index is only row numbers
     cols = list(flat.columns)
     keys = [str(c) for c in cols]
+
+    def mean_of(ci_key: str) -> str | None:
+        base = ci_key[:-3]
+        return next((k for k in (base + "_mean", base) if k in keys), None)
+
     header: list[str] = []
     cells: list[Callable[[Any], str]] = []
     for j, key in enumerate(keys):
-        if key.endswith("_ci") and key[:-3] + "_mean" in keys:
+        if key.endswith("_ci") and mean_of(key):
             continue  # shown beside its mean
-        if key.endswith("_mean") and key[:-5] + "_ci" in keys:
-            i = keys.index(key[:-5] + "_ci")
-            header.append(f"{_label(key[:-5])}, mean ± 95% CI")
+        ci_key = key.removesuffix("_mean") + "_ci"
+        if ci_key in keys and mean_of(ci_key) == key:
+            i = keys.index(ci_key)
+            label = _label(key.removesuffix("_mean"))
+            header.append(label + (", mean ± 95% CI" if key.endswith("_mean") else " ± 95% CI"))
             cells.append(lambda r, j=j, i=i: _cell(r[j]) + (
                 "" if _cell(r[i]) == "" else f" ± {_cell(r[i])}"))
         else:
@@ -492,8 +500,9 @@ def _departures(art: Artifact, claims: Sequence[Any], seeds: tuple[int, ...]) ->
         "interval): " + ", ".join(f"{v} {k}" for k, v in counts.items() if v) + ".",
     ]
     if n < 5:
-        lines.append(f"The book uses 5 seeds; a 95% interval over {n} is wide, so more rows "
-                     "agree here than in the book.")
+        lines.append(f"The book uses 5 seeds; a 95% interval over {n} is wider (Student t with "
+                     f"{n - 1} degree{'s' if n != 2 else ''} of freedom), so a row can agree "
+                     "here and differ in the book.")
     lines.append("")
     for title, group in (("Where it departs from the paper", _DEPARTS),
                          ("Where it agrees", _AGREES)):
