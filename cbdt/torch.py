@@ -388,9 +388,15 @@ def _auto_head(model: Any, tr: _Trace | None) -> Any:
     """The network's linear head: the last module of a Sequential, or the last ``nn.Linear``
     to run whose output is the model's output; None when there is no such layer."""
     torch = _torch()
-    if isinstance(model, torch.nn.Sequential) and len(model) > 1 \
-            and isinstance(model[-1], torch.nn.Linear):
-        return model[-1]
+    if isinstance(model, torch.nn.Sequential) and len(model) > 1:
+        if isinstance(model[-1], torch.nn.Linear):
+            return model[-1]
+        # a head followed by parameter-free modules only (softmax, dropout, ...)
+        for j in range(len(model) - 1, 0, -1):
+            if isinstance(model[j], torch.nn.Linear):
+                return model[j]
+            if next(model[j].parameters(), None) is not None:
+                break
     if tr is None or tr.model_out is None:
         return None
     for nm in reversed(tr.order):
@@ -674,7 +680,7 @@ class TorchCaseInfluence(CaseInfluence):
         self.head = head
 
     def __repr__(self) -> str:
-        base = super().__repr__().removeprefix("CaseInfluence(")
+        base = super().__repr__().partition("(")[2]
         layer = self._param_name(self.layer)
         model = "None" if self.model is None else type(self.model).__name__
         return f"TorchCaseInfluence(model=<{model}>, layer={layer!r}, {base}"
@@ -924,18 +930,21 @@ class TorchCaseInfluence(CaseInfluence):
         include_phi : bool, default=True
             As in :meth:`CaseInfluence.save <cbdt.influence.CaseInfluence.save>`.
         """
+        if not isinstance(path, str | os.PathLike | io.BytesIO):  # a file: zip in memory first
+            buf = io.BytesIO()
+            self.save(buf, include_phi=include_phi)
+            path.write(buf.getvalue())
+            return
         super().save(path, include_phi=include_phi)
         extra = {"torch_layer": getattr(self, "layer_name_", None)}
         head = getattr(self, "head_", None)
         model = getattr(self, "model_", None)
         extra["torch_head"] = None if head is None or model is None else _name_of(model, head)
-        target = path
-        if isinstance(path, str | os.PathLike):
-            target = os.fspath(path)
-            if not target.endswith(".npz"):
-                target += ".npz"
-        elif hasattr(path, "seek"):
-            path.seek(0)
+        target = os.fspath(path) if not isinstance(path, io.BytesIO) else path
+        if isinstance(target, str) and not target.endswith(".npz"):
+            target += ".npz"
+        if isinstance(target, io.BytesIO):
+            target.seek(0)
         with zipfile.ZipFile(target, "a") as z:
             for key, value in extra.items():
                 if value is not None:

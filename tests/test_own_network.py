@@ -133,7 +133,8 @@ def test_layer_fidelity_marks_the_head_input_and_matches_probe_fidelity(split, t
     assert list(lf.index) == ["1", "3"]
     assert lf["reads_head"].tolist() == [False, True]
     assert lf.loc["3", "width"] == 8 and lf.loc["3", "rank"] == 9
-    fid = ct.probe_fidelity(trained.model, "3", split.X_train, R, split.X_test, probe=probe)
+    with pytest.warns(cbdt.ScoreUnitsWarning, match="logits"):  # a cross-entropy head
+        fid = ct.probe_fidelity(trained.model, "3", split.X_train, R, split.X_test, probe=probe)
     assert lf.loc["3", "agreement"] == pytest.approx(fid.agreement)
     assert lf.loc["3", "rho_min"] == pytest.approx(fid.rho.min())
     assert lf.loc["3", "max_abs_diff"] == pytest.approx(fid.max_abs_diff)

@@ -5,6 +5,7 @@ integer inputs, tuple outputs). Every test here fails on the bridge before the i
 from __future__ import annotations
 
 import inspect
+import io
 import warnings
 
 import numpy as np
@@ -105,10 +106,15 @@ def test_head_input_is_public_and_traces_any_module(ce):
     assert ct.head_input(net, X) == ("body", net.head)
     with pytest.raises(InputError, match="pass a few inputs"):
         ct.head_input(net)
+    soft = nn.Sequential(*model, nn.Softmax(dim=1))  # a head followed by a softmax
+    with pytest.raises(InputError, match=r"'4' \(Linear\) is the head.*layer='3'"):
+        ct.from_torch(soft, "4", X, R)
+    with pytest.raises(InputError, match=r"'5' \(Softmax\) outputs the network's scores"):
+        ct.from_torch(soft, "5", X, R)
     with pytest.raises(InputError, match=r"is the head.*layer='body'"):
         ct.from_torch(net, "head", X, R[:, :2])
     with pytest.warns(LayerWarning, match="layer='body'"):
-        ct.from_torch(net, "body.0", X, R[:, :2])
+        ct.from_torch(net, "body.0", X, R[:, :2], solver="lstsq")
 
 
 # ---------------------------------------------------------------------- item 3: rank
@@ -195,6 +201,10 @@ def test_save_and_load_restore_a_working_audit(ce, tmp_path):
     np.testing.assert_array_equal(bare.scores(phi), ci.scores(phi))
     with pytest.raises(NotFittedError, match=r"cbdt\.torch\.load\(path, model, layer\)"):
         bare.phi(X[:3])
+    buf = io.BytesIO()  # a file object works too
+    ci.save(buf)
+    buf.seek(0)
+    assert ct.load(buf, model).layer_name_ == "3"
     net = _mlp(1)
     with pytest.raises(InputError, match="gives 16 features per input but the audit was fitted"):
         ct.load(path, net, "1").phi(X[:3])
