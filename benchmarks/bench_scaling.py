@@ -70,7 +70,7 @@ def measure(n: int, H: int, sweep: str, nystrom: bool, big: bool) -> list[dict]:
         for meth in ("features", "cases"):
             models.append(
                 (f"Nystrom {meth}", lambda meth=meth: cbdt.NystromCaseInfluence(
-                    rank=max(1, H // 2), method=meth, ridge=lam, seed=0))
+                    n_components=max(1, H // 2), method=meth, ridge=lam, random_state=0))
             )
     for name, make in models:
         est = make()

@@ -17,6 +17,7 @@ App. C.7), ``method="cases"`` samples landmark training cases of the sample-side
 from __future__ import annotations
 
 import numbers
+import warnings
 from typing import Any, Literal
 
 import numpy as np
@@ -41,6 +42,19 @@ _EPS = np.finfo(np.float64).eps
 
 #: ``ridge=None`` means :math:`\lambda = 10^{-3}\,\mathrm{tr}(G)/H`.
 DEFAULT_RIDGE_MULTIPLE = 1e-3
+
+_UNSET: Any = type("_Unset", (), {"__repr__": lambda self: "<unset>"})()
+
+
+def _deprecated(old: str, new: str, *, stacklevel: int) -> None:
+    """The one-release :class:`FutureWarning` of a renamed Nyström parameter."""
+    warnings.warn(
+        f"NystromCaseInfluence's {old!r} is deprecated and will be removed in the next "
+        f"release; use {new}= (scikit-learn's name), e.g. NystromCaseInfluence(n_components="
+        f"64, random_state=0).",
+        FutureWarning,
+        stacklevel=stacklevel,
+    )
 
 
 class NystromCaseInfluence(ParamsMixin):
@@ -78,7 +92,7 @@ class NystromCaseInfluence(ParamsMixin):
         \\tilde V = (\\lambda I + \\tilde G)^{-1}\\Phi^\\top R.
 
     Because :math:`\\tilde G = \\Phi^\\top P\\,\\Phi` with :math:`P` the orthogonal projector
-    onto the span of the sampled columns :math:`\\Phi_{:,S}`, ``rank=H`` (every column) gives
+    onto the span of the sampled columns :math:`\\Phi_{:,S}`, ``n_components=H`` (every column) gives
     :math:`\\tilde G = G` and the exact coefficients of ``CaseInfluence(ridge=lam)``.
 
     **method="cases"** (Williams and Seeger, 2001). Sample ``m`` landmark cases
@@ -98,14 +112,16 @@ class NystromCaseInfluence(ParamsMixin):
         \\tilde Q(x, a) = \\varphi(x)^\\top\\tilde v_a = \\tilde\\alpha(x)^\\top r_a.
 
     :math:`\\tilde K = \\Phi P' \\Phi^\\top` with :math:`P'` the projector onto the span of the
-    landmark representations, so ``rank=n`` landmarks give :math:`\\tilde K = K` and again
+    landmark representations, so ``n_components=n`` landmarks give :math:`\\tilde K = K` and again
     the exact coefficients of ``CaseInfluence(ridge=lam)``.
 
     Parameters
     ----------
-    rank : int
+    n_components : int
         Number ``m`` of sampled columns (``1 <= m <= H``, method ``"features"``) or landmark
-        cases (``1 <= m <= n``, method ``"cases"``).
+        cases (``1 <= m <= n``, method ``"cases"``); scikit-learn's name
+        (:class:`sklearn.kernel_approximation.Nystroem`). Formerly ``rank``, which still works
+        for one release with a :class:`FutureWarning`.
     method : {"features", "cases"}, default="features"
     ridge : float or None, default=None
         :math:`\\lambda > 0`; the Woodbury identity needs it, because :math:`\\tilde G` has
@@ -118,9 +134,11 @@ class NystromCaseInfluence(ParamsMixin):
         and the condition number of :math:`\\tilde G + \\lambda I` is at most
         :math:`1 + 10^3 H`. The value used is stored in ``ridge_``; pass the same value to
         ``CaseInfluence(ridge=...)`` to compare with the exact eq. 11.
-    seed : int or None, default=0
+    random_state : int, numpy.random.Generator or None, default=0
         Seed of ``numpy.random.default_rng`` drawing the sample; a fixed seed gives the same
-        sample and bit-identical results.
+        sample and bit-identical results (a ``Generator`` is drawn from as it stands, ``None``
+        draws fresh entropy). scikit-learn's name; formerly ``seed``, which still works for
+        one release with a :class:`FutureWarning`.
     batch_size : int, default=1024
         Queries answered at once.
     topk_block_entries : int, default=16_000_000
@@ -139,7 +157,11 @@ class NystromCaseInfluence(ParamsMixin):
         Rank ``k <= m`` of :math:`\\tilde G` (:math:`\\tilde K`): eigenvalues of :math:`W`
         (:math:`K_{LL}`) kept by the cutoff.
     returns_ : ndarray of shape (n, |A|)
-    n_cases_, n_features_, n_actions_ : int
+        A read-only float64 copy of ``R`` (always a copy, also of a DataFrame or a tensor:
+        editing the caller's ``R`` after ``fit`` changes nothing).
+    n_cases_, n_features_in_, n_actions_ : int
+        ``n``, ``H`` (scikit-learn's name; ``n_features_`` is a deprecated alias) and
+        :math:`|A|`.
     case_ids_ : ndarray of shape (n,) or None
         The training cases' labels given to ``fit``; ``None`` for positions.
 
@@ -170,11 +192,11 @@ class NystromCaseInfluence(ParamsMixin):
     >>> from cbdt.nystrom import NystromCaseInfluence
     >>> rng = np.random.default_rng(0)
     >>> Phi, R = rng.normal(size=(100, 8)), rng.normal(size=(100, 3))
-    >>> ny = NystromCaseInfluence(rank=4, seed=0).fit(Phi, R)
+    >>> ny = NystromCaseInfluence(4, random_state=0).fit(Phi, R)
     >>> phi = rng.normal(size=8)
     >>> np.allclose(ny.coefficients(phi) @ R, ny.scores(phi))
     True
-    >>> full = NystromCaseInfluence(rank=8).fit(Phi, R)
+    >>> full = NystromCaseInfluence(8).fit(Phi, R)
     >>> exact = cbdt.CaseInfluence(ridge=full.ridge_).fit(Phi, R)
     >>> np.allclose(full.coefficients(phi), exact.coefficients(phi))
     True
@@ -182,35 +204,103 @@ class NystromCaseInfluence(ParamsMixin):
 
     def __init__(
         self,
-        rank: int,
+        n_components: int | None = None,
         *,
         method: Literal["features", "cases"] = "features",
         ridge: float | None = None,
-        seed: int | None = 0,
+        random_state: int | np.random.Generator | None = 0,
         batch_size: int = 1_024,
         topk_block_entries: int = 16_000_000,
+        rank: Any = _UNSET,
+        seed: Any = _UNSET,
     ) -> None:
-        self.rank = rank
+        if rank is not _UNSET:
+            if n_components is not None:
+                raise InputError(
+                    f"got n_components={n_components!r} and the deprecated rank={rank!r}; "
+                    "pass only n_components."
+                )
+            _deprecated("rank", "n_components", stacklevel=3)
+            n_components = rank
+        if seed is not _UNSET:
+            _deprecated("seed", "random_state", stacklevel=3)
+            random_state = seed
+        self.n_components = n_components
         self.method = method
         self.ridge = ridge
-        self.seed = seed
+        self.random_state = random_state
         self.batch_size = batch_size
         self.topk_block_entries = topk_block_entries
 
     _PARAMS: tuple[str, ...] = (
-        "rank",
+        "n_components",
         "method",
         "ridge",
-        "seed",
+        "random_state",
         "batch_size",
         "topk_block_entries",
     )
+    #: Deprecated parameter names (one release) and their scikit-learn names.
+    _RENAMED: dict[str, str] = {"rank": "n_components", "seed": "random_state"}
 
     def __repr__(self) -> str:
         return (
-            f"NystromCaseInfluence(rank={self.rank!r}, method={self.method!r}, "
-            f"ridge={self.ridge!r}, seed={self.seed!r})"
+            f"NystromCaseInfluence(n_components={self.n_components!r}, "
+            f"method={self.method!r}, ridge={self.ridge!r}, "
+            f"random_state={self.random_state!r})"
         )
+
+    def set_params(self, **params: Any) -> NystromCaseInfluence:
+        """Set constructor parameters (scikit-learn convention); refit to apply them.
+
+        The deprecated names ``rank`` and ``seed`` are accepted for one release, with a
+        :class:`FutureWarning`, and set ``n_components`` and ``random_state``.
+
+        Returns
+        -------
+        self
+        """
+        for old, new in self._RENAMED.items():
+            if old in params:
+                _deprecated(old, new, stacklevel=3)
+                if new in params:
+                    raise InputError(f"got both {new}= and the deprecated {old}=; pass only {new}.")
+                params[new] = params.pop(old)
+        return super().set_params(**params)
+
+    @property
+    def rank(self) -> Any:
+        """Deprecated alias of :attr:`n_components` (one release; :class:`FutureWarning`)."""
+        _deprecated("rank", "n_components", stacklevel=3)
+        return self.n_components
+
+    @rank.setter
+    def rank(self, value: Any) -> None:
+        _deprecated("rank", "n_components", stacklevel=3)
+        self.n_components = value
+
+    @property
+    def seed(self) -> Any:
+        """Deprecated alias of :attr:`random_state` (one release; :class:`FutureWarning`)."""
+        _deprecated("seed", "random_state", stacklevel=3)
+        return self.random_state
+
+    @seed.setter
+    def seed(self, value: Any) -> None:
+        _deprecated("seed", "random_state", stacklevel=3)
+        self.random_state = value
+
+    @property
+    def n_features_(self) -> int:
+        """Deprecated: use ``n_features_in_`` (scikit-learn's name)."""
+        value = self.n_features_in_
+        warnings.warn(
+            "NystromCaseInfluence.n_features_ is deprecated and will be removed in the next "
+            "release; use n_features_in_ (scikit-learn's name).",
+            FutureWarning,
+            stacklevel=2,
+        )
+        return value
 
     # ------------------------------------------------------------------ validation
     def _check_params(self) -> None:
@@ -219,9 +309,13 @@ class NystromCaseInfluence(ParamsMixin):
                 f"method must be 'features' (sample Gram columns, App. C.7) or 'cases' "
                 f"(sample landmark training cases), got {self.method!r}."
             )
-        r = self.rank
+        r = self.n_components
         if not isinstance(r, numbers.Integral) or isinstance(r, bool) or r < 1:
-            raise InputError(f"rank must be a positive integer (m >= 1), got {r!r}.")
+            raise InputError(
+                f"n_components must be a positive integer (m >= 1, the number of sampled "
+                f"columns or landmark cases), got {r!r}; e.g. "
+                "NystromCaseInfluence(n_components=64)."
+            )
         lam = self.ridge
         if lam is not None:
             if not isinstance(lam, numbers.Real) or isinstance(lam, bool):
@@ -233,11 +327,14 @@ class NystromCaseInfluence(ParamsMixin):
                     "lam > 0, since the Nyström Gram matrix has rank <= m and is singular. "
                     "Use ridge=None for the default lam = 1e-3 tr(G)/H."
                 )
-        s = self.seed
-        if s is not None and (
+        s = self.random_state
+        if s is not None and not isinstance(s, np.random.Generator) and (
             not isinstance(s, numbers.Integral) or isinstance(s, bool) or s < 0
         ):
-            raise InputError(f"seed must be a non-negative integer or None, got {s!r}.")
+            raise InputError(
+                f"random_state must be a non-negative integer, a numpy.random.Generator or "
+                f"None, got {s!r}."
+            )
         for name in ("batch_size", "topk_block_entries"):
             v = getattr(self, name)
             if not isinstance(v, numbers.Integral) or isinstance(v, bool) or v < 1:
@@ -270,7 +367,6 @@ class NystromCaseInfluence(ParamsMixin):
             Phi = Phi.copy()
         Phi.setflags(write=False)
         n, H = Phi.shape
-        R_in = R
         R = as_float_matrix("R", R, allow_1d=True, finite=False)
         if R.ndim == 1:
             R = R[:, None]
@@ -280,16 +376,17 @@ class NystromCaseInfluence(ParamsMixin):
                 f"Phi has {n} rows (training cases) but R has {R.shape[0]}; row i of both must "
                 "belong to training case i."
             )
-        if isinstance(R_in, np.ndarray) and np.shares_memory(R, R_in):
-            R = R.copy()
+        # C1: always a private copy. as_float_matrix returns a view of a float64 DataFrame's
+        # block or a tensor's storage, so a copy only of np.ndarray inputs kept R by reference.
+        R = np.array(R, dtype=np.float64, order="C", copy=True)
         R.setflags(write=False)
 
-        m = int(self.rank)
+        m = int(self.n_components)
         size, what = (H, "features H") if self.method == "features" else (n, "cases n")
         if m > size:
             raise InputError(
-                f"rank m = {m} exceeds the number of {what} = {size} that method="
-                f"{self.method!r} samples from; choose 1 <= rank <= {size}."
+                f"n_components m = {m} exceeds the number of {what} = {size} that method="
+                f"{self.method!r} samples from; choose 1 <= n_components <= {size}."
             )
 
         trace = float(np.einsum("ij,ij->", Phi, Phi))
@@ -308,7 +405,7 @@ class NystromCaseInfluence(ParamsMixin):
         else:
             lam = float(self.ridge)
 
-        rng = np.random.default_rng(self.seed)
+        rng = np.random.default_rng(self.random_state)
         sample = np.sort(rng.choice(size, size=m, replace=False))
         if self.method == "features":
             C = Phi.T @ Phi[:, sample]  # (H, m) = G[:, S], without forming G
@@ -349,7 +446,7 @@ class NystromCaseInfluence(ParamsMixin):
         self.returns_ = R
         self._returns_t = np.ascontiguousarray(R.T)
         self.n_cases_ = n
-        self.n_features_ = H
+        self.n_features_in_ = H
         self.n_actions_ = R.shape[1]
         self.case_ids_ = ids
         return self
@@ -374,7 +471,7 @@ class NystromCaseInfluence(ParamsMixin):
 
     def _check_query(self, phi: Any) -> tuple[np.ndarray, bool]:
         self._check_fitted()
-        return as_query("phi", phi, self.n_features_)
+        return as_query("phi", phi, self.n_features_in_)
 
     def _alpha(self, Q: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
         """alpha~ for a batch of validated queries: one GEMM with the cached dual matrix."""

@@ -101,7 +101,7 @@ def test_matches_dense_formula_and_decomposition_is_exact(c):
     Phi, R, Q = problem(seed, n=H + 2 + extra, H=H)
     n = Phi.shape[0]
     m = max(1, int(round(frac * min(H, n))))  # m <= H keeps K_LL invertible too
-    ny = NystromCaseInfluence(m, method=method, ridge=ridge, seed=seed).fit(Phi, R)
+    ny = NystromCaseInfluence(m, method=method, ridge=ridge, random_state=seed).fit(Phi, R)
     alpha, V = ny.coefficients(Q), ny.readout_
     ref_alpha, ref_V = dense_reference(Phi, R, Q, method, m, seed, ny.ridge_)
     assert rel_err(alpha, ref_alpha) <= 1e-7
@@ -111,7 +111,7 @@ def test_matches_dense_formula_and_decomposition_is_exact(c):
     assert rel_err(alpha @ R, S) <= 1e-10
     # with the default ridge, rescaling Phi and the queries together changes nothing
     if ridge is None:
-        ny2 = NystromCaseInfluence(m, method=method, seed=seed).fit(8.0 * Phi, R)
+        ny2 = NystromCaseInfluence(m, method=method, random_state=seed).fit(8.0 * Phi, R)
         assert rel_err(ny2.coefficients(8.0 * Q), alpha) <= 1e-9
 
 
@@ -127,9 +127,9 @@ def test_decomposition_exact_on_wide_memory(method):
 @pytest.mark.parametrize("method", ["features", "cases"])
 def test_seed_determinism_and_variation(method):
     Phi, R, Q = problem(5, n=80, H=12)
-    a = NystromCaseInfluence(6, method=method, seed=3).fit(Phi, R)
-    b = NystromCaseInfluence(6, method=method, seed=3).fit(Phi, R)
-    c = NystromCaseInfluence(6, method=method, seed=4).fit(Phi, R)
+    a = NystromCaseInfluence(6, method=method, random_state=3).fit(Phi, R)
+    b = NystromCaseInfluence(6, method=method, random_state=3).fit(Phi, R)
+    c = NystromCaseInfluence(6, method=method, random_state=4).fit(Phi, R)
     np.testing.assert_array_equal(a.sample_, b.sample_)
     np.testing.assert_array_equal(a.coefficients(Q), b.coefficients(Q))
     assert not np.array_equal(a.sample_, c.sample_)
@@ -156,8 +156,10 @@ def test_singular_sampled_block_uses_pseudo_inverse():
 # ---------------------------------------------------------------------- API
 def test_shapes_single_query_and_contributions():
     Phi, R, Q = problem(7)
-    ny = NystromCaseInfluence(5, method="cases", seed=1).fit(Phi, R)
-    assert (ny.n_cases_, ny.n_features_, ny.n_actions_) == (60, 10, 3)
+    ny = NystromCaseInfluence(5, method="cases", random_state=1).fit(Phi, R)
+    assert (ny.n_cases_, ny.n_features_in_, ny.n_actions_) == (60, 10, 3)
+    with pytest.warns(FutureWarning, match="use n_features_in_"):
+        assert ny.n_features_ == 10
     assert ny.readout_.shape == (10, 3)
     a1 = ny.coefficients(Q[0])
     assert a1.shape == (60,) and ny.scores(Q[0]).shape == (3,)
@@ -168,7 +170,7 @@ def test_shapes_single_query_and_contributions():
     psi_each = ny.contributions(Q, acts)
     np.testing.assert_allclose(psi_each[4], ny.coefficients(Q[4]) * R[:, 1], rtol=1e-12)
     # small batches give the same answers
-    nb = NystromCaseInfluence(5, method="cases", seed=1, batch_size=2).fit(Phi, R)
+    nb = NystromCaseInfluence(5, method="cases", random_state=1, batch_size=2).fit(Phi, R)
     np.testing.assert_allclose(nb.coefficients(Q), ny.coefficients(Q), rtol=1e-12, atol=1e-14)
     # a 1-D R is one action
     one = NystromCaseInfluence(5).fit(Phi, R[:, 0])
@@ -179,7 +181,7 @@ def test_top_cases_ranks_by_abs_contribution_ties_to_lower_index():
     Phi, R, Q = problem(8, n=40)
     R = R.copy()
     R[::2, 1] = 0.0  # 20 exact zero contributions: ties at the tail
-    ny = NystromCaseInfluence(5, seed=2).fit(Phi, R)
+    ny = NystromCaseInfluence(5, random_state=2).fit(Phi, R)
     psi = ny.contributions(Q, 1)
     for k in (1, 7, 40):
         top = ny.top_cases(Q, 1, k=k)
@@ -197,29 +199,104 @@ def test_top_cases_ranks_by_abs_contribution_ties_to_lower_index():
 
 
 def test_get_set_params():
-    ny = NystromCaseInfluence(3, method="cases", ridge=0.2, seed=9)
+    ny = NystromCaseInfluence(3, method="cases", ridge=0.2, random_state=9)
     p = ny.get_params()
-    assert p["rank"] == 3 and p["method"] == "cases" and p["ridge"] == 0.2 and p["seed"] == 9
+    assert p == {
+        "n_components": 3,
+        "method": "cases",
+        "ridge": 0.2,
+        "random_state": 9,
+        "batch_size": 1024,
+        "topk_block_entries": 16_000_000,
+    }
     assert NystromCaseInfluence(**p).get_params() == p
-    assert ny.set_params(rank=4).rank == 4
+    assert ny.set_params(n_components=4).n_components == 4
     with pytest.raises(InputError, match="unknown parameter"):
         ny.set_params(solver="x")
+    assert repr(ny) == (
+        "NystromCaseInfluence(n_components=4, method='cases', ridge=0.2, random_state=9)"
+    )
+
+
+def test_sklearn_names_clone_and_deprecated_rank_seed():
+    """n_components / random_state as scikit-learn's Nystroem; rank / seed one more release."""
+    from sklearn.base import clone
+
+    Phi, R, Q = problem(12)
+    new = NystromCaseInfluence(n_components=5, method="cases", random_state=3).fit(Phi, R)
+    c = clone(new)
+    assert c.get_params() == new.get_params() and not hasattr(c, "readout_")
+    np.testing.assert_array_equal(c.fit(Phi, R).coefficients(Q), new.coefficients(Q))
+    msg = r"'rank' is deprecated.*use n_components="
+    with pytest.warns(FutureWarning) as rec:
+        old = NystromCaseInfluence(rank=5, method="cases", seed=3)
+    said = sorted(str(w.message) for w in rec)
+    assert len(said) == 2 and "'rank' is deprecated" in said[0] and "n_components=" in said[0]
+    assert "'seed' is deprecated" in said[1] and "use random_state=" in said[1]
+    assert old.get_params() == new.get_params()
+    np.testing.assert_array_equal(old.fit(Phi, R).coefficients(Q), new.coefficients(Q))
+    with pytest.warns(FutureWarning, match=r"'seed' is deprecated.*use random_state="):
+        NystromCaseInfluence(5, seed=3)
+    with pytest.warns(FutureWarning, match=msg):
+        assert old.rank == 5
+    with pytest.warns(FutureWarning, match=r"'seed' is deprecated"):
+        assert old.seed == 3
+    with pytest.warns(FutureWarning, match=msg):
+        old.set_params(rank=4)
+    assert old.n_components == 4
+    with pytest.warns(FutureWarning, match=r"'seed' is deprecated"):
+        old.set_params(seed=7)
+    assert old.random_state == 7
+    with pytest.raises(InputError, match="pass only n_components"):
+        NystromCaseInfluence(4, rank=5)
+    # a Generator is a valid random_state (drawn from as it stands)
+    g = NystromCaseInfluence(5, random_state=np.random.default_rng(3)).fit(Phi, R)
+    want = NystromCaseInfluence(5, random_state=3).fit(Phi, R).sample_
+    np.testing.assert_array_equal(g.sample_, want)
+
+
+@pytest.mark.parametrize("kind", ["pandas", "torch"])
+def test_returns_are_copied_whatever_their_type(kind):
+    """C1: a DataFrame or tensor R was kept by reference; editing it after fit broke eq. 9."""
+    Phi, R, Q = problem(13)
+    if kind == "pandas":
+        pd = pytest.importorskip("pandas")
+        Rin = pd.DataFrame(R.copy())
+    else:
+        torch = pytest.importorskip("torch")
+        Rin = torch.tensor(R.copy())
+    ny = NystromCaseInfluence(5).fit(Phi, Rin)
+    psi = ny.contributions(Q, 1)
+    if kind == "pandas":
+        Rin.iloc[0, 0] = 1e6
+        Rin.iloc[3, 1] = -1e6
+    else:
+        Rin[0, 0] = 1e6
+        Rin[3, 1] = -1e6
+    np.testing.assert_array_equal(ny.returns_, R)
+    assert not ny.returns_.flags.writeable
+    assert rel_err(ny.coefficients(Q) @ ny.returns_, ny.scores(Q)) <= 1e-10
+    np.testing.assert_array_equal(ny.contributions(Q, 1), psi)
 
 
 # ---------------------------------------------------------------------- errors
 @pytest.mark.parametrize(
     ("kwargs", "match"),
     [
-        ({"rank": 0}, "rank must be a positive integer"),
-        ({"rank": 2.5}, "rank must be a positive integer"),
-        ({"rank": 11}, r"rank m = 11 exceeds the number of features H = 10"),
-        ({"rank": 61, "method": "cases"}, r"rank m = 61 exceeds the number of cases n = 60"),
-        ({"rank": 3, "ridge": 0.0}, "ridge must be finite and > 0.*Woodbury"),
-        ({"rank": 3, "ridge": -1.0}, "ridge must be finite and > 0"),
-        ({"rank": 3, "ridge": float("nan")}, "ridge must be finite and > 0"),
-        ({"rank": 3, "method": "columns"}, "method must be 'features'"),
-        ({"rank": 3, "seed": -1}, "seed must be"),
-        ({"rank": 3, "batch_size": 0}, "batch_size must be a positive integer"),
+        ({"n_components": 0}, "n_components must be a positive integer"),
+        ({"n_components": 2.5}, "n_components must be a positive integer"),
+        ({}, r"n_components must be a positive integer \(m >= 1.*got None"),
+        ({"n_components": 11}, r"n_components m = 11 exceeds the number of features H = 10"),
+        (
+            {"n_components": 61, "method": "cases"},
+            r"n_components m = 61 exceeds the number of cases n = 60.*1 <= n_components <= 60",
+        ),
+        ({"n_components": 3, "ridge": 0.0}, "ridge must be finite and > 0.*Woodbury"),
+        ({"n_components": 3, "ridge": -1.0}, "ridge must be finite and > 0"),
+        ({"n_components": 3, "ridge": float("nan")}, "ridge must be finite and > 0"),
+        ({"n_components": 3, "method": "columns"}, "method must be 'features'"),
+        ({"n_components": 3, "random_state": -1}, "random_state must be a non-negative integer"),
+        ({"n_components": 3, "batch_size": 0}, "batch_size must be a positive integer"),
     ],
 )
 def test_bad_parameters(kwargs, match):

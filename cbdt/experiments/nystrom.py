@@ -221,7 +221,7 @@ def _compare(
     with limit:
         exact, exact_fit = _median_fit_ms(lambda: CaseInfluence(ridge=lam), Phi, R, repeats)
         ny, ny_fit = _median_fit_ms(
-            lambda: NystromCaseInfluence(m, method=method, ridge=lam, seed=seed),
+            lambda: NystromCaseInfluence(m, method=method, ridge=lam, random_state=seed),
             Phi,
             R,
             repeats,
