@@ -501,7 +501,7 @@ class CaseQueryMixin:
             else:
                 action = first
         Q, _ = self._check_query(phi)
-        top, S, acts, signals = _case_account(
+        top, S, acts, a_star, signals = _case_account(
             self, Q, action, k=k, rank_by=rank_by, case_ids=case_ids, case_actions=None,
             gamma=gamma, eps=eps, batch_size=None, caller="explain",
         )
@@ -510,7 +510,6 @@ class CaseQueryMixin:
         alpha_k = top.coefficients if top.coefficients is not None else self._alpha_at(Q, idx)
         ret = self.returns_[idx, acts[:, None]]
         psi_k = alpha_k * ret
-        a_star = np.argmax(self.returns_, axis=1)
         cases = pd.DataFrame(
             {
                 "query": np.repeat(np.arange(m), k),

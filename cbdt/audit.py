@@ -50,6 +50,30 @@ def case_optimal_actions(R: Any) -> np.ndarray:
     return np.argmax(R, axis=1)
 
 
+# (weak reference to a fitted estimator's read-only returns_, a*, label-like verdict): the
+# case-optimal actions are computed once per fit, not at every explain/audit_signals call
+_RETURNS_CACHE: dict[int, tuple[Any, np.ndarray, str | None]] = {}
+
+
+def _returns_facts(R: np.ndarray) -> tuple[np.ndarray, str | None]:
+    """Case-optimal actions of ``R`` and why its contribution signals are degenerate (or
+    None); cached while ``R`` is a read-only array (a fitted estimator's ``returns_``)."""
+    import weakref
+
+    key = id(R)
+    hit = _RETURNS_CACHE.get(key)
+    if hit is not None and hit[0]() is R:
+        return hit[1], hit[2]
+    a_star = np.argmax(R, axis=1)
+    facts = a_star, _label_like(R, a_star)
+    if isinstance(R, np.ndarray) and not R.flags.writeable:
+        if len(_RETURNS_CACHE) >= 8:
+            _RETURNS_CACHE.pop(next(iter(_RETURNS_CACHE)))
+        a_star.setflags(write=False)
+        _RETURNS_CACHE[key] = (weakref.ref(R), *facts)
+    return facts
+
+
 def _psi_2d(psi: Any) -> tuple[np.ndarray, bool]:
     P = as_float_matrix("psi", psi, allow_1d=True)
     single = P.ndim == 1
@@ -325,13 +349,17 @@ def label_like_returns(R: Any) -> str | None:
         A sentence naming the condition found, ``None`` when the returns are not degenerate.
     """
     R = as_float_matrix("R", R, allow_1d=True)
+    return _label_like(R, None if R.ndim == 1 or R.shape[1] == 1 else np.argmax(R, axis=1))
+
+
+def _label_like(R: np.ndarray, a_star: np.ndarray | None) -> str | None:
+    """:func:`label_like_returns` for validated returns and their case-optimal actions."""
     if R.ndim == 1 or R.shape[1] == 1:
         return (
             "the returns have a single action (|A| = 1): every case votes for it, so influence "
             "entropy and Gini disagreement are 0. Pass R with one column per action, e.g. "
             "one-hot labels for a classifier"
         )
-    a_star = np.argmax(R, axis=1)
     off_label = (R != 0) & (a_star[:, None] != np.arange(R.shape[1]))
     if off_label.any():
         return None
@@ -344,9 +372,8 @@ def label_like_returns(R: Any) -> str | None:
     )
 
 
-def _warn_label_like(R: np.ndarray, caller: str, stacklevel: int) -> None:
+def _warn_label_like(why: str | None, caller: str, stacklevel: int) -> None:
     """The DegenerateAuditWarning of contribution-ranked signals on label-like returns."""
-    why = label_like_returns(R)
     if why is not None:
         warnings.warn(
             f"{caller}: {why}. Use rank_by='coefficient' (top-k by |alpha_i(x)|) for "
@@ -369,13 +396,14 @@ def _case_account(
     eps: float,
     batch_size: int | None,
     caller: str,
-) -> tuple[Any, np.ndarray, np.ndarray, pd.DataFrame]:
+) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, pd.DataFrame]:
     """The one code path of the signals of :func:`audit_signals` and ``explain``.
 
     Uses only the estimator's public interface: ``scores``, ``top_cases``, ``returns_``,
     ``n_cases_``, ``n_actions_``, ``action_names_``. Returns the top cases (a 2-D
-    :class:`~cbdt.TopCases`), the action scores (m, |A|), the audited action positions (m,)
-    and the per-query signal table (eq. 16-20).
+    :class:`~cbdt.TopCases`), the action scores (m, |A|), the audited action positions (m,),
+    the case-optimal actions of the training cases (n,) and the per-query signal table
+    (eq. 16-20).
     """
     from ._query import TopCases
 
@@ -403,12 +431,13 @@ def _case_account(
     k = check_k(k, n)
     eps = _check_eps(eps)
     gamma = check_nonnegative_scalar("gamma", gamma)
-    R = np.asarray(estimator.returns_)
-    if case_actions is None:
-        case_actions = case_optimal_actions(R)
-    a = _check_case_actions(case_actions, n, n_actions)
+    R = estimator.returns_
+    if not isinstance(R, np.ndarray) or R.dtype != np.float64 or R.ndim != 2:
+        R = as_float_matrix("returns_", R)
+    a_star, why = _returns_facts(R)
+    a = a_star if case_actions is None else _check_case_actions(case_actions, n, n_actions)
     if rank_by == "contribution":
-        _warn_label_like(R, caller, stacklevel=3)
+        _warn_label_like(why, caller, stacklevel=3)
     m = S.shape[0]
     step = m if batch_size is None else int(batch_size)
     per_query = action is not None and np.ndim(action) > 0
@@ -440,7 +469,7 @@ def _case_account(
     ent, gini = _top_signals(mass, a[top.indices], n_actions, k, eps)
     signals = _signal_table(S, acts, ent, gini, gamma)
     signals["action"] = np.asarray(top.action_name)
-    return top, S, acts, signals
+    return top, S, acts, a_star, signals
 
 
 def audit_signals(
@@ -505,7 +534,7 @@ def audit_signals(
         With ``rank_by="contribution"`` when the returns are label-like or have one action
         (:func:`label_like_returns`): entropy and Gini are then 0 by construction.
     """
-    _, _, _, signals = _case_account(
+    *_, signals = _case_account(
         estimator, phi, action, k=k, rank_by=rank_by, case_ids=None,
         case_actions=case_actions, gamma=gamma, eps=eps, batch_size=batch_size,
         caller="audit_signals",
