@@ -2,8 +2,10 @@
 
 All functions take contributions :math:`\\psi_i(a, x)` (eq. 15) of one action per query as an
 ``(m, n)`` array (one row per query, one column per training case) and are vectorised over the
-queries. :func:`audit_signals` computes everything for a fitted
-:class:`~cbdt.influence.CaseInfluence` in memory-bounded query batches.
+queries. :func:`audit_signals` computes everything for any fitted case-influence estimator
+(:class:`~cbdt.CaseInfluence`, :class:`~cbdt.NystromCaseInfluence`, the torch bridge),
+through its public ``scores`` and ``top_cases`` only, with the same code as their
+``explain``.
 """
 
 from __future__ import annotations

@@ -29,6 +29,7 @@ from .ch03_invariance import (  # noqa: F401
     plot_whitened_coefficients,
 )
 from .ch04_audit_signals import (  # noqa: F401
+    escape_mathtext,
     plot_contributions,
     plot_risk_map,
     plot_risk_vs_margin,
@@ -79,6 +80,7 @@ from .ch11_own_network import (  # noqa: F401
 
 __all__ = [
     "case_contributions",
+    "escape_mathtext",
     "plot_alpha_distance",
     "plot_attribution_comparison",
     "plot_bandwidth_grid",
