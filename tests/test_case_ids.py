@@ -81,7 +81,7 @@ def test_case_ids_survive_save_and_load(memory, tmp_path):
 
 def test_nystrom_and_torch_carry_case_ids(memory):
     Phi, R, ids, Q = memory
-    ny = cbdt.NystromCaseInfluence(rank=3, seed=0).fit(pd.DataFrame(Phi, index=ids), R)
+    ny = cbdt.NystromCaseInfluence(3, random_state=0).fit(pd.DataFrame(Phi, index=ids), R)
     top = ny.top_cases(Q, 0, k=3)
     np.testing.assert_array_equal(top.case_ids, np.asarray(ids)[top.indices])
     torch.manual_seed(0)
