@@ -108,6 +108,7 @@ from ._validation import (
     as_float_matrix,
     as_query,
     check_action,
+    check_action_names,
     check_case_ids,
     check_finite,
     check_k,
@@ -237,11 +238,18 @@ class _Attribution:
         kernel *= weights[:, acts].T
         return kernel
 
+    def _set_action_names(self, action_names: Any, R: Any) -> None:
+        """``action_names_``: ``action_names``, a returns DataFrame's columns, or positions."""
+        self.action_names_ = check_action_names(action_names, self.n_actions_, R)
+
     def _actions(self, P: np.ndarray, m: int, action: Any) -> np.ndarray:
-        """One action index per query: the decision of :meth:`scores` for ``None``."""
+        """One action position per query: the decision of :meth:`scores` for ``None``; a
+        position, a name (``action_names_``) or one of either per query otherwise."""
         if action is None:
             return np.argmax(self._action_scores(P), axis=1).astype(np.intp)
-        return check_action(action, self.n_actions_, m)
+        return check_action(
+            action, self.n_actions_, m, names=getattr(self, "action_names_", None)
+        )
 
     def scores(self, phi: Any, action: Any = _NO_ACTION) -> np.ndarray:
         """Action scores :math:`Q(x, a)` of the readout the method explains, shape (m, |A|).
@@ -286,10 +294,10 @@ class _Attribution:
         ----------
         phi : array-like of shape (m, H) or (H,)
             Query representations (for :class:`TracIn` of shape (T, m, H) or (T, H)).
-        action : int or array-like of int of shape (m,), optional
-            The action whose score is explained, one for all queries or one per query;
-            default (``None``) each query's decision, :math:`\\arg\\max_a` of
-            :meth:`scores`.
+        action : int, str, or array-like of shape (m,), optional
+            The action whose score is explained, by position or by name
+            (``action_names_``), one for all queries or one per query; default (``None``)
+            each query's decision, :math:`\\arg\\max_a` of :meth:`scores`.
 
         Returns
         -------
@@ -315,8 +323,8 @@ class _Attribution:
         ----------
         phi : array-like
             As in :meth:`contributions`.
-        action : int or array-like of int of shape (m,), optional
-            Default each query's decision (:meth:`scores`).
+        action : int, str, or array-like of shape (m,), optional
+            By position or name; default each query's decision (:meth:`scores`).
         k : int, default=10
             Cases per query, ``1 <= k <= n``.
         order : {"magnitude", "positive", "negative"}, default="magnitude"
@@ -329,7 +337,9 @@ class _Attribution:
         Returns
         -------
         TopCases
-            ``(indices, contributions)`` of shape (m, k), or (k,) for a 1-D query.
+            ``indices``, ``contributions`` (each (m, k), or (k,) for a 1-D query),
+            ``case_ids``, ``action``, ``action_name``; unpacks as ``(indices,
+            contributions)``.
         """
         if order not in ("magnitude", "abs", "positive", "negative"):
             raise InputError(
@@ -339,14 +349,18 @@ class _Attribution:
         k = check_k(k, self.n_cases_)
         ids = check_case_ids(case_ids, self.n_cases_)
         P, single, m = self._prepare(phi)
-        C = self._contrib(P, self._actions(P, m, action))
+        acts = self._actions(P, m, action)
+        C = self._contrib(P, acts)
         key = np.abs(C) if order in ("magnitude", "abs") else (C if order == "positive" else -C)
         idx = top_k_indices(key, k)
         vals = np.take_along_axis(C, idx, axis=1)
         labels = idx if ids is None else np.asarray(ids)[idx]
+        names = getattr(self, "action_names_", None)
+        names = acts if names is None else names[acts]
+        order = "magnitude" if order == "abs" else order
         if single:
-            return TopCases(idx[0], vals[0], labels[0])
-        return TopCases(idx, vals, labels)
+            return TopCases(idx[0], vals[0], labels[0], int(acts[0]), names[0], None, order)
+        return TopCases(idx, vals, labels, acts, names, None, order)
 
 
 class ExactCoefficient(_Attribution):
@@ -396,8 +410,13 @@ class ExactCoefficient(_Attribution):
         self.solver = solver
         self.precompute = precompute
 
-    def fit(self, Phi: Any, R: Any) -> ExactCoefficient:
-        """Fit the OLS (ridge) probe on training representations and returns."""
+    def fit(self, Phi: Any, R: Any, *, action_names: Any = None) -> ExactCoefficient:
+        """Fit the OLS (ridge) probe on training representations and returns.
+
+        ``action_names`` (default: the columns of an ``R`` DataFrame, else ``0..|A|-1``) is
+        kept as ``action_names_``; ``action=`` then accepts the names.
+        """
+        R_in = R
         Phi, R = _check_train(Phi, R)
         ci = CaseInfluence(ridge=self.ridge, intercept=self.intercept, solver=self.solver)
         ci.fit(Phi, R)
@@ -413,6 +432,7 @@ class ExactCoefficient(_Attribution):
         else:
             self._dual = None
         self.n_cases_ = ci.n_cases_
+        self._set_action_names(action_names, R_in)
         return self
 
     def coefficients(self, phi: Any) -> np.ndarray:
@@ -486,7 +506,15 @@ class InfluenceFunction(_Attribution):
         self.damping = damping
         self.residuals = residuals
 
-    def fit(self, Phi: Any, R: Any, weight: Any = None, bias: Any = None) -> InfluenceFunction:
+    def fit(
+        self,
+        Phi: Any,
+        R: Any,
+        weight: Any = None,
+        bias: Any = None,
+        *,
+        action_names: Any = None,
+    ) -> InfluenceFunction:
         """Cache :math:`\\tilde\\Phi\\mathbf H_a^{-1}` and the loss-gradient residuals.
 
         Parameters
@@ -496,7 +524,10 @@ class InfluenceFunction(_Attribution):
         weight, bias : array-like of shape (|A|, H) and (|A|,), optional
             The trained head :math:`\\hat\\theta` (e.g. ``CaseNetwork.head_weight_``,
             ``head_bias_``). Default: the OLS head on ``Phi`` (a converged head).
+        action_names : array-like of shape (|A|,), optional
+            Kept as ``action_names_`` (default the columns of an ``R`` DataFrame).
         """
+        R_in = R
         damping = check_nonnegative_scalar("damping", self.damping)
         residuals = _check_residuals(self.residuals)
         Phi, R = _check_train(Phi, R)
@@ -527,6 +558,7 @@ class InfluenceFunction(_Attribution):
         self._K = np.ascontiguousarray(_psd_solve_matrix(Hb, Pt.T))
         self._c = (2.0 / A) * res
         self.n_cases_, self.n_features_in_, self.n_actions_ = n, H, A
+        self._set_action_names(action_names, R_in)
         return self
 
     def hessian(self) -> np.ndarray:
@@ -598,8 +630,10 @@ class RepresenterPoint(_Attribution):
         self.relative_lam = relative_lam
         self.residuals = residuals
 
-    def fit(self, Phi: Any, R: Any) -> RepresenterPoint:
-        """Fit the regularised head and cache the representer values."""
+    def fit(self, Phi: Any, R: Any, *, action_names: Any = None) -> RepresenterPoint:
+        """Fit the regularised head and cache the representer values (``action_names`` as
+        in :meth:`ExactCoefficient.fit`)."""
+        R_in = R
         residuals = _check_residuals(self.residuals)
         Phi, R = _check_train(Phi, R)
         n, H = Phi.shape
@@ -623,6 +657,7 @@ class RepresenterPoint(_Attribution):
         self.representer_values_ = res / rho
         self._PtT = np.ascontiguousarray(Pt.T)  # (H+1, n)
         self.n_cases_, self.n_features_in_, self.n_actions_ = n, H, A
+        self._set_action_names(action_names, R_in)
         return self
 
     def head_scores(self, phi: Any) -> np.ndarray:
@@ -692,8 +727,12 @@ class TracIn(_Attribution):
 
     name = "TracIn"
 
-    def fit(self, checkpoints: Sequence[HeadCheckpoint], R: Any) -> TracIn:
-        """Cache :math:`\\tilde\\varphi_t(x_i)` and :math:`\\eta_t\\tfrac{2}{|A|}(r_i(a) - Q_t(x_i, a))`."""
+    def fit(
+        self, checkpoints: Sequence[HeadCheckpoint], R: Any, *, action_names: Any = None
+    ) -> TracIn:
+        """Cache :math:`\\tilde\\varphi_t(x_i)` and :math:`\\eta_t\\tfrac{2}{|A|}(r_i(a) - Q_t(x_i, a))`
+        (``action_names`` as in :meth:`ExactCoefficient.fit`)."""
+        R_in = R
         if not isinstance(checkpoints, Sequence) or len(checkpoints) == 0:
             raise InputError("checkpoints must be a non-empty sequence of HeadCheckpoint.")
         R = as_float_matrix("R", R, allow_1d=True)
@@ -726,6 +765,7 @@ class TracIn(_Attribution):
         self.head_bias_ = np.array(b, dtype=np.float64)
         self.n_checkpoints_ = len(checkpoints)
         self.n_cases_, self.n_features_in_, self.n_actions_ = n, int(H), A
+        self._set_action_names(action_names, R_in)
         return self
 
     @classmethod
@@ -788,14 +828,17 @@ class InnerProduct(_Attribution):
 
     name = "Inner product"
 
-    def fit(self, Phi: Any, R: Any) -> InnerProduct:
-        """Cache :math:`\\Phi^\\top / n` and the returns."""
+    def fit(self, Phi: Any, R: Any, *, action_names: Any = None) -> InnerProduct:
+        """Cache :math:`\\Phi^\\top / n` and the returns (``action_names`` as in
+        :meth:`ExactCoefficient.fit`)."""
+        R_in = R
         Phi, R = _check_train(Phi, R)
         n, H = Phi.shape
         self._PT = np.ascontiguousarray(Phi.T / n)
         self._PTR = self._PT @ R  # (H, |A|): scores = phi(x)^T Phi^T R / n
         self.returns_ = R
         self.n_cases_, self.n_features_in_, self.n_actions_ = n, H, R.shape[1]
+        self._set_action_names(action_names, R_in)
         return self
 
     def weights(self, phi: Any) -> np.ndarray:

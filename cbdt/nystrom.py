@@ -24,17 +24,14 @@ import numpy as np
 from scipy import linalg
 
 from ._params import ParamsMixin
-from ._ranking import top_k_indices
+from ._query import CaseQueryMixin
 from ._validation import (
     as_float_matrix,
-    as_query,
-    check_action,
+    check_action_names,
     check_case_ids,
     check_finite,
-    check_k,
 )
 from .exceptions import InputError, NotFittedError
-from .influence import TopCases
 
 __all__ = ["NystromCaseInfluence", "DEFAULT_RIDGE_MULTIPLE"]
 
@@ -57,11 +54,13 @@ def _deprecated(old: str, new: str, *, stacklevel: int) -> None:
     )
 
 
-class NystromCaseInfluence(ParamsMixin):
+class NystromCaseInfluence(CaseQueryMixin, ParamsMixin):
     """Case-influence coefficients of a ridge readout with a Nyström-approximated Gram matrix.
 
     The same queries as :class:`cbdt.influence.CaseInfluence` (``coefficients``, ``scores``,
-    ``contributions``, ``top_cases``), answered for an approximate regularised Gram matrix
+    ``contributions``, ``top_cases``, ``explain``, and :func:`cbdt.audit_signals`, from the
+    shared :class:`cbdt.influence.CaseQueryMixin`: ``action=None`` is each query's decision,
+    actions may be named, ``k`` is keyword-only), answered for an approximate regularised Gram matrix
     :math:`\\tilde G + \\lambda I` in place of :math:`G + \\lambda I` (eq. 11). The
     decomposition eq. 9 stays *exact* for the approximate readout:
     :math:`\\tilde Q(x, a) = \\varphi(x)^\\top\\tilde v_a = \\sum_i \\tilde\\alpha_i(x) r_{i,a}`
@@ -164,6 +163,9 @@ class NystromCaseInfluence(ParamsMixin):
         :math:`|A|`.
     case_ids_ : ndarray of shape (n,) or None
         The training cases' labels given to ``fit``; ``None`` for positions.
+    action_names_ : ndarray of shape (|A|,)
+        The actions' names: a returns DataFrame's columns or ``action_names=``, else
+        ``0..|A|-1``.
 
     Notes
     -----
@@ -290,18 +292,6 @@ class NystromCaseInfluence(ParamsMixin):
         _deprecated("seed", "random_state", stacklevel=3)
         self.random_state = value
 
-    @property
-    def n_features_(self) -> int:
-        """Deprecated: use ``n_features_in_`` (scikit-learn's name)."""
-        value = self.n_features_in_
-        warnings.warn(
-            "NystromCaseInfluence.n_features_ is deprecated and will be removed in the next "
-            "release; use n_features_in_ (scikit-learn's name).",
-            FutureWarning,
-            stacklevel=2,
-        )
-        return value
-
     # ------------------------------------------------------------------ validation
     def _check_params(self) -> None:
         if self.method not in ("features", "cases"):
@@ -341,7 +331,9 @@ class NystromCaseInfluence(ParamsMixin):
                 raise InputError(f"{name} must be a positive integer, got {v!r}.")
 
     # ------------------------------------------------------------------ fitting
-    def fit(self, Phi: Any, R: Any, *, case_ids: Any = None) -> NystromCaseInfluence:
+    def fit(
+        self, Phi: Any, R: Any, *, case_ids: Any = None, action_names: Any = None
+    ) -> NystromCaseInfluence:
         """Sample, factor the Woodbury core once and cache the dual matrix and readout.
 
         Parameters
@@ -353,6 +345,10 @@ class NystromCaseInfluence(ParamsMixin):
         case_ids : array-like of shape (n,) or pandas.Index, optional
             Labels of the training cases, as in :meth:`cbdt.CaseInfluence.fit` (default the
             index of a ``Phi`` DataFrame when it is not ``0..n-1``); kept as ``case_ids_``.
+        action_names : array-like of shape (|A|,), optional
+            Names of the actions (columns of ``R``); default the columns of an ``R``
+            DataFrame, else ``0..|A|-1``. Kept as ``action_names_``; every ``action=``
+            argument accepts them.
 
         Returns
         -------
@@ -367,6 +363,7 @@ class NystromCaseInfluence(ParamsMixin):
             Phi = Phi.copy()
         Phi.setflags(write=False)
         n, H = Phi.shape
+        R_in = R
         R = as_float_matrix("R", R, allow_1d=True, finite=False)
         if R.ndim == 1:
             R = R[:, None]
@@ -376,6 +373,7 @@ class NystromCaseInfluence(ParamsMixin):
                 f"Phi has {n} rows (training cases) but R has {R.shape[0]}; row i of both must "
                 "belong to training case i."
             )
+        names = check_action_names(action_names, R.shape[1], R_in)
         # C1: always a private copy. as_float_matrix returns a view of a float64 DataFrame's
         # block or a tensor's storage, so a copy only of np.ndarray inputs kept R by reference.
         R = np.array(R, dtype=np.float64, order="C", copy=True)
@@ -449,6 +447,7 @@ class NystromCaseInfluence(ParamsMixin):
         self.n_features_in_ = H
         self.n_actions_ = R.shape[1]
         self.case_ids_ = ids
+        self.action_names_ = names
         return self
 
     @staticmethod
@@ -468,10 +467,6 @@ class NystromCaseInfluence(ParamsMixin):
                 "This NystromCaseInfluence is not fitted yet. Call .fit(Phi, R) before "
                 "querying it."
             )
-
-    def _check_query(self, phi: Any) -> tuple[np.ndarray, bool]:
-        self._check_fitted()
-        return as_query("phi", phi, self.n_features_in_)
 
     def _alpha(self, Q: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
         """alpha~ for a batch of validated queries: one GEMM with the cached dual matrix."""
@@ -515,73 +510,3 @@ class NystromCaseInfluence(ParamsMixin):
         Q, single = self._check_query(phi)
         S = Q @ self.readout_
         return S[0] if single else S
-
-    def contributions(self, phi: Any, action: Any) -> np.ndarray:
-        """Approximate contributions :math:`\\tilde\\alpha_i(x) r_{i,a}` (eq. 15).
-
-        Parameters
-        ----------
-        phi : array-like of shape (m, H) or (H,)
-        action : int or array of int of shape (m,)
-            One action for all queries, or one per query.
-
-        Returns
-        -------
-        psi : ndarray of shape (m, n), or (n,) for a 1-D query
-        """
-        Q, single = self._check_query(phi)
-        acts = check_action(action, self.n_actions_, Q.shape[0])
-        out = np.empty((Q.shape[0], self.n_cases_))
-        for s in range(0, Q.shape[0], self.batch_size):
-            sl = slice(s, s + self.batch_size)
-            self._alpha(Q[sl], out=out[sl])
-            out[sl] *= self._returns_t[acts[sl]]
-        return out[0] if single else out
-
-    def top_cases(
-        self,
-        phi: Any,
-        action: Any,
-        k: int = 10,
-        order: Literal["abs", "positive", "negative"] = "abs",
-    ) -> TopCases:
-        """The ``k`` cases with the strongest approximate contributions to ``Q(x, action)``.
-
-        As :meth:`cbdt.influence.CaseInfluence.top_cases` (Sec. 4 (i)): ``"abs"`` ranks by
-        :math:`|\\tilde\\psi_i|`, ``"positive"`` by :math:`\\tilde\\psi_i` descending,
-        ``"negative"`` ascending; ties go to the lower case index.
-
-        Parameters
-        ----------
-        phi : array-like of shape (m, H) or (H,)
-        action : int or array-like of int of shape (m,)
-        k : int, default=10
-            Cases per query, ``1 <= k <= n``.
-        order : {"abs", "positive", "negative"}, default="abs"
-
-        Returns
-        -------
-        TopCases
-            ``(indices, contributions)``, each of shape (m, k), or (k,) for a 1-D query.
-        """
-        if order not in ("abs", "positive", "negative"):
-            raise InputError(f"order must be 'abs', 'positive' or 'negative', got {order!r}.")
-        self._check_fitted()
-        k = check_k(k, self.n_cases_)
-        Q, single = self._check_query(phi)
-        acts = check_action(action, self.n_actions_, Q.shape[0])
-        m = Q.shape[0]
-        idx = np.empty((m, k), dtype=np.intp)
-        vals = np.empty((m, k))
-        step = int(min(self.batch_size, max(1, self.topk_block_entries // self.n_cases_)))
-        for s in range(0, m, step):
-            sl = slice(s, s + step)
-            psi = self._alpha(Q[sl])
-            psi *= self._returns_t[acts[sl]]
-            key = np.abs(psi) if order == "abs" else (psi if order == "positive" else -psi)
-            idx[sl] = top_k_indices(key, k)
-            vals[sl] = np.take_along_axis(psi, idx[sl], axis=1)
-        ids = idx if self.case_ids_ is None else self.case_ids_[idx]
-        if single:
-            return TopCases(idx[0], vals[0], ids[0])
-        return TopCases(idx, vals, ids)

@@ -188,6 +188,34 @@ def test_top_cases_is_a_stable_sort_of_the_contributions(feats):
             meth.top_cases(Q, 0, 5)  # k is keyword-only
 
 
+def test_action_names_and_top_cases_fields(feats):
+    import pandas as pd
+
+    Phi, R, Q = feats
+    names = ["hold", "treat_A", "cost $5"]
+    Rdf = pd.DataFrame(R, columns=names)
+    for meth in (
+        ExactCoefficient().fit(Phi, Rdf),
+        InfluenceFunction().fit(Phi, Rdf),
+        RepresenterPoint().fit(Phi, Rdf),
+        InnerProduct().fit(Phi, Rdf),
+        InnerProduct().fit(Phi, R, action_names=names),
+    ):
+        np.testing.assert_array_equal(meth.action_names_, names)
+        np.testing.assert_array_equal(meth.contributions(Q, "treat_A"), meth.contributions(Q, 1))
+        per = meth.contributions(Q, ["cost $5"] * 7)
+        np.testing.assert_array_equal(per, meth.contributions(Q, 2))
+        top = meth.top_cases(Q, k=3)
+        dec = np.argmax(meth.scores(Q), axis=1)
+        np.testing.assert_array_equal(top.action, dec)
+        np.testing.assert_array_equal(top.action_name, np.asarray(names)[dec])
+        one = meth.top_cases(Q[0], "treat_A", k=3, order="abs")
+        assert one.action == 1 and one.action_name == "treat_A" and one.order == "magnitude"
+        with pytest.raises(InputError, match="treat_B"):
+            meth.contributions(Q, "treat_B")
+    np.testing.assert_array_equal(InnerProduct().fit(Phi, R).action_names_, [0, 1, 2])
+
+
 def test_tracin_query_api(tiny):
     X, R, net, Xq = tiny
     tr = TracIn.from_network(net, X, R)

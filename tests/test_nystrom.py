@@ -279,6 +279,54 @@ def test_returns_are_copied_whatever_their_type(kind):
     np.testing.assert_array_equal(ny.contributions(Q, 1), psi)
 
 
+def test_query_api_of_every_estimator():
+    """Nystrom answers the shared queries: action=None is the decision, k keyword-only,
+    explain, and cbdt.audit_signals (which rejected a NystromCaseInfluence before)."""
+    import cbdt
+
+    Phi, R, Q = problem(14, n=80)
+    ny = NystromCaseInfluence(5, random_state=1).fit(Phi, R)
+    dec = np.argmax(ny.scores(Q), axis=1)
+    assert len(set(dec)) > 1
+    np.testing.assert_array_equal(ny.contributions(Q), ny.contributions(Q, dec))
+    top = ny.top_cases(Q, k=4)
+    want = np.argsort(-np.abs(ny.contributions(Q)), axis=1, kind="stable")[:, :4]
+    np.testing.assert_array_equal(top.indices, want)
+    np.testing.assert_array_equal(top.action, dec)
+    with pytest.warns(FutureWarning, match="by keyword"):
+        old = ny.top_cases(Q, 1, 4)
+    assert old == ny.top_cases(Q, 1, k=4)
+    # explain and audit_signals: the signals of the same top cases
+    ex = ny.explain(Q, k=4)
+    sig = cbdt.audit_signals(ny, Q, k=4)
+    np.testing.assert_array_equal(ex.signals["action"].to_numpy(), dec)
+    np.testing.assert_allclose(ex.signals[["entropy", "gini", "risk"]].to_numpy(),
+                               sig[["entropy", "gini", "risk"]].to_numpy(), rtol=0, atol=0)
+    np.testing.assert_array_equal(ex.cases["case_id"].to_numpy().reshape(7, 4), want)
+    np.testing.assert_allclose(ex.cases["psi"].to_numpy().reshape(7, 4),
+                               np.take_along_axis(ny.contributions(Q), want, 1), atol=1e-12)
+    # with every column sampled the approximation is exact: the exact estimator's signals
+    full = NystromCaseInfluence(10).fit(Phi, R)
+    exact = CaseInfluence(ridge=full.ridge_).fit(Phi, R)
+    a, b = cbdt.audit_signals(full, Q, k=4), cbdt.audit_signals(exact, Q, k=4)
+    np.testing.assert_array_equal(a["action"].to_numpy(), b["action"].to_numpy())
+    np.testing.assert_allclose(a.to_numpy(dtype=float), b.to_numpy(dtype=float), atol=1e-8)
+
+
+def test_action_names_from_a_returns_frame():
+    pd = pytest.importorskip("pandas")
+    Phi, R, Q = problem(15)
+    names = ["hold", "treat_A", "cost $5"]
+    ny = NystromCaseInfluence(5).fit(Phi, pd.DataFrame(R, columns=names))
+    np.testing.assert_array_equal(ny.action_names_, names)
+    np.testing.assert_array_equal(ny.contributions(Q, "treat_A"), ny.contributions(Q, 1))
+    top = ny.top_cases(Q[0], "cost $5", k=3)
+    assert top.action == 2 and top.action_name == "cost $5"
+    same = NystromCaseInfluence(5).fit(Phi, R, action_names=names)
+    np.testing.assert_array_equal(same.action_names_, names)
+    np.testing.assert_array_equal(NystromCaseInfluence(5).fit(Phi, R).action_names_, [0, 1, 2])
+
+
 # ---------------------------------------------------------------------- errors
 @pytest.mark.parametrize(
     ("kwargs", "match"),
