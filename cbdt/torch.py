@@ -232,8 +232,15 @@ def _call(model: Any, xb: Any, name: str) -> Any:
     def pre(m: Any, _inp: Any) -> None:
         ran.append(m)
 
-    leaves = [m for m in model.modules() if next(m.children(), None) is None]
-    handles = [m.register_forward_pre_hook(pre) for m in leaves]
+    handles = []
+    try:
+        for m in model.modules():
+            if next(m.children(), None) is None:
+                handles.append(m.register_forward_pre_hook(pre))
+    except RuntimeError:  # e.g. a ScriptModule: no hooks, torch's own error stays
+        for h in handles:
+            h.remove()
+        handles = []
     try:
         return model(xb)
     except RuntimeError as exc:
@@ -366,9 +373,17 @@ def _trace(model: Any, Xt: Any, head: Any, name: str) -> _Trace:
         if inp and isinstance(inp[0], torch.Tensor):
             head_in.append(flat(inp[0]))
 
-    handles = [m.register_forward_hook(make(nm)) for nm, m in model.named_modules() if nm]
-    if head is not None:
-        handles.append(head.register_forward_pre_hook(pre))
+    handles = []
+    try:
+        for nm, m in model.named_modules():
+            if nm:
+                handles.append(m.register_forward_hook(make(nm)))
+        if head is not None:
+            handles.append(head.register_forward_pre_hook(pre))
+    except RuntimeError:  # e.g. a ScriptModule takes no hooks: nothing to check against
+        for h in handles:
+            h.remove()
+        handles = []
     try:
         with _Modes(model), torch.no_grad():
             out = _call(model, Xt[:_TRACE_ROWS], name)
