@@ -362,7 +362,7 @@ _LABELS: dict[str, str] = {
     "scores_ms": "query time (ms)", "featurize_ms": "features (ms)",
     "total_ms": "total time (ms)", "relative_cost": "relative cost",
     "paper_ms": "query time (ms), paper", "final_loss": "final training loss",
-    "n_test": "test cases", "n_agree": "agreements",
+    "n_test": "test cases", "n_train": "training cases", "n_agree": "agreements",
     "probe_cbdt_agreement": "agreement, probe-CBDT",
     "nn_probe_agreement": "agreement, network-probe",
     "return_nn": "return, network", "return_cbdt": "return, CBDT",
@@ -385,9 +385,12 @@ _LABELS: dict[str, str] = {
     "paper_ci": "paper ±", "mean_diff": "AUC difference to the margin (mean)",
     "ci": "95% CI ±", "t_pvalue": "paired t p", "wilcoxon_pvalue": "Wilcoxon p",
     "wins": "seeds above the margin", "seed_wins": "seed-level wins",
-    "seed_pairs": "seed-level pairs", "holds": "claim holds", "error_rate": "wrong decisions",
-    "auc": "AUC", "nystrom": "Nyström",
+    "seed_pairs": "seed-level pairs", "holds": "claim holds", "auc": "AUC",
+    "error_rate": "share of wrong decisions", "n_wrong": "wrong decisions",
 }
+#: Words of a key without a label of its own (``exact_fit_ms`` -> ``exact fit ms``).
+_WORDS: dict[str, str] = {"nystrom": "Nyström", "nn": "network", "cbdt": "CBDT", "mse": "MSE",
+                          "auc": "AUC", "n": "number of"}
 _SUFFIXES = (("_mean", "{}, mean"), ("_ci", "{}, 95% CI ±"))
 
 
@@ -403,11 +406,11 @@ def _label(col: Any) -> str:
             return form.format(_label(col[: -len(suffix)]))
     if col.startswith("paper_"):
         return f"{_label(col[6:])}, paper"
-    m = re.fullmatch(r"(support_corr|rho_recon|rho_support)_(a\d+)", col)
+    m = re.fullmatch(r"(support_corr|rho_recon|rho_support)_a?(\d+)", col)
     if m:
         base = {"support_corr": "support corr."}.get(m.group(1), _LABELS.get(m.group(1), ""))
-        return f"{base}, {m.group(2)}"
-    return " ".join(_LABELS.get(w, w) for w in col.split("_"))
+        return f"{base}, a{m.group(2)}"
+    return " ".join(_WORDS.get(w, w) for w in col.split("_"))
 
 
 def _cell(v: Any) -> str:
@@ -461,7 +464,13 @@ def _short_reason(reason: str, limit: int = 200, restated: bool = True) -> str:
     """The reason's first clause that explains rather than restates the comparison, at most
     ``limit`` characters (cut at a word); with ``restated=False``, ``""`` when every clause
     only restates where the paper's value lies."""
-    clauses = [c.strip() for c in reason.split("; ") if c.strip()]
+    clauses, depth, start = [], 0, 0
+    for i, ch in enumerate(reason):  # split at "; " outside parentheses
+        depth += (ch == "(") - (ch == ")")
+        if depth == 0 and reason.startswith("; ", i):
+            clauses.append(reason[start:i])
+            start = i + 2
+    clauses = [c.strip() for c in [*clauses, reason[start:]] if c.strip()]
     why = [c for c in clauses if not _RESTATES.search(c)]
     if not why and not restated:
         return ""

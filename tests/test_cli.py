@@ -113,6 +113,7 @@ def test_every_key_of_the_artifacts_has_a_readable_label():
         assert "_" not in cli._label(k).replace("ρ_", ""), k
     assert cli._label("top30_ci") == "Top-30, 95% CI ±"
     assert cli._label("support_corr_a1") == "support corr., a1"
+    assert cli._label("n_wrong") == "wrong decisions" and cli._label("n") == "seeds"
 
 
 def test_legend_and_axes_follow_the_run(table1_run):
@@ -178,3 +179,6 @@ def test_short_reason_drops_restatements():
     assert cli._short_reason(only, restated=False) == ""
     assert cli._short_reason(only) == "Top-30: the paper's 0.667 lies inside this run's interval"
     assert cli._short_reason("effective dimension 31-36 (note below)") == "effective dimension 31-36"
+    # a "; " inside parentheses does not end the clause
+    assert cli._short_reason("not comparable (the paper does not say how; the book divides); "
+                             "the ratio is") == "not comparable (the paper does not say how; the book divides)"
