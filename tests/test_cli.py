@@ -182,3 +182,31 @@ def test_short_reason_drops_restatements():
     # a "; " inside parentheses does not end the clause
     assert cli._short_reason("not comparable (the paper does not say how; the book divides); "
                              "the ratio is") == "not comparable (the paper does not say how; the book divides)"
+
+
+def test_chapter_07_claims_are_split_between_fig_pjm_and_fig_signed(monkeypatch):
+    """fig-pjm and fig-signed each state their own part of ch. 07's claims, together all of
+    them once (checked on the chapter's stored claims, with the experiment stubbed out)."""
+    import json
+
+    from cbdt.claims import ChapterClaims
+    from cbdt.experiments import pjm
+
+    stored = ChapterClaims.from_dict(json.loads(
+        (ROOT / "book" / "_claims" / "07.json").read_text(encoding="utf-8")))
+    for name in ("signed_geometry", "geometry_summary", "decision_agreement",
+                 "disagreement_by_margin", "support_alignment"):
+        monkeypatch.setattr(pjm, name, lambda *a, **k: None)
+    monkeypatch.setattr(pjm, "chapter_claims", lambda *a, **k: stored)
+    signed = cli._pjm_claims([], (0, 1), signed=True)
+    other = cli._pjm_claims([], (0, 1), signed=False)
+    assert len(signed) == 3 and len(other) == len(stored.claims) - 3
+    assert sorted(c.claim for c in signed + other) == sorted(c.claim for c in stored.claims)
+    assert all("ratio" in c.claim or "match" in c.claim for c in signed)
+    # an artifact without claims of its own says so instead of listing nothing
+    lines = cli._departures(cli.ARTIFACTS["table2"], [], (0, 1))
+    assert lines == ["No claim of the paper is decided by this artifact's numbers alone; "
+                     "chapter 7 (07_pjm_audit) compares the rest with the paper."]
+    lines = cli._departures(cli.ARTIFACTS["fig-signed"], signed, (0, 1, 2, 3, 4))
+    assert not any("The book uses 5 seeds" in ln for ln in lines)  # no few-seeds note at 5
+    assert sum(ln.startswith("- **") for ln in lines) == 3
