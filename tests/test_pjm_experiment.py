@@ -382,3 +382,21 @@ def test_real_problem_span_and_shares() -> None:
     assert (shares.loc["test"].to_numpy() > 0.25).all()
     again = pb.pjm_bidding_problem(0)
     np.testing.assert_array_equal(again.R_test, p.R_test)
+
+
+def test_summary_table_header_counts_the_seeds_it_was_given():
+    """The header said "(5 seeds)" whatever the number of seeds."""
+    import pandas as pd
+
+    from cbdt.experiments.pjm import summary_table
+
+    agreement = pd.DataFrame({"seed": [0, 1], "agreement": [0.9, 0.92], "n_agree": [30, 31]})
+    alignment = pd.DataFrame(
+        [{"seed": s, "action": a, "rho_support": 0.9, "rho_recon": 0.99}
+         for s in (0, 1) for a in ("conservative", "moderate", "aggressive")]
+    )
+    keys = ["pos_distance", "neg_distance", "dist_ratio", "pos_match", "neg_match",
+            "magnitude_ratio"]
+    geometry = pd.DataFrame([{"seed": s, **dict.fromkeys(keys, 1.0)} for s in (0, 1)])
+    table = summary_table(agreement, alignment, geometry)
+    assert table.columns[1] == "book: mean ± 95% CI (2 seeds)"

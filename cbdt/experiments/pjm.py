@@ -743,7 +743,9 @@ def summary_table(
         ("top-5 negative: a* = predicted", _fmt(geometry["neg_match"]), "not reported"),
         ("magnitude ratio |alpha| pos / neg", _fmt(geometry["magnitude_ratio"]), "3.7"),
     ]
-    return pd.DataFrame(rows, columns=["quantity", "book: mean ± 95% CI (5 seeds)", "paper"])
+    n_seeds = int(agreement["seed"].nunique()) if "seed" in agreement else len(agreement)
+    book = f"book: mean ± 95% CI ({n_seeds} seed{'s' if n_seeds != 1 else ''})"
+    return pd.DataFrame(rows, columns=["quantity", book, "paper"])
 
 
 # ---------------------------------------------------------------------- App. C.3
