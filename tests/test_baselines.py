@@ -151,8 +151,9 @@ def test_scores_with_action_is_deprecated_alias_of_contributions(feats):
         with pytest.warns(FutureWarning, match=rf"{name}\.contributions\(phi, action\)"):
             old = meth.scores(Q, 1)
         np.testing.assert_array_equal(old, meth.contributions(Q, 1))
-        with pytest.warns(FutureWarning, match="deprecated"):
+        with pytest.warns(FutureWarning, match="deprecated") as rec:
             old = meth.scores(Q, action=np.arange(7) % 3)
+        assert rec[0].filename == __file__  # the warning points at the caller's line
         np.testing.assert_array_equal(old, meth.contributions(Q, np.arange(7) % 3))
 
 

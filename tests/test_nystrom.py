@@ -235,8 +235,9 @@ def test_sklearn_names_clone_and_deprecated_rank_seed():
     assert "'seed' is deprecated" in said[1] and "use random_state=" in said[1]
     assert old.get_params() == new.get_params()
     np.testing.assert_array_equal(old.fit(Phi, R).coefficients(Q), new.coefficients(Q))
-    with pytest.warns(FutureWarning, match=r"'seed' is deprecated.*use random_state="):
+    with pytest.warns(FutureWarning, match=r"'seed' is deprecated.*use random_state=") as rec:
         NystromCaseInfluence(5, seed=3)
+    assert rec[0].filename == __file__  # the warning points at the caller's line
     with pytest.warns(FutureWarning, match=msg):
         assert old.rank == 5
     with pytest.warns(FutureWarning, match=r"'seed' is deprecated"):
