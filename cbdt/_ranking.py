@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -136,6 +137,13 @@ _GROUP = 8  # columns per group maximum in the top-k scan
 _COMPACT = 8  # candidates per query and k a block of the top-k scan keeps before compacting
 _QBLOCK = 256  # queries per block of the top-k scan
 _SCREEN_F32 = True  # screen blocks in float32 before the exact float64 comparison
+_EPS32 = float(np.finfo(np.float32).eps)
+_EPS64 = float(np.finfo(np.float64).eps)
+_X_UNSCALED = 2.0**40  # case rows go to float32 unscaled when their largest norm is within 2^+-40
+_MAX_SHIFT = 900  # largest |power of two| between the float32 screen's units and float64's
+_BIAS_MAX = 2.0**64  # largest scaled constant term |b| 2^shift the float32 screen takes
+_KEY_MAX = 2.0**100  # above every scaled float32 key (thresholds are clipped to it)
+
 
 def _row_blocks(Phi: Any) -> list[tuple[Any, int, int]]:
     """(delayed block, first row, end row) of every row chunk of a dask ``Phi``."""
@@ -143,6 +151,180 @@ def _row_blocks(Phi: Any) -> list[tuple[Any, int, int]]:
     starts = [0] + ends[:-1]
     return list(zip(Phi.to_delayed().ravel(), starts, ends, strict=True))
 
+
+def _psi(
+    Yrows: np.ndarray,
+    Xrows: np.ndarray,
+    bias: np.ndarray | None = None,
+    r: np.ndarray | None = None,
+) -> np.ndarray:
+    """The one float64 evaluation of ``alpha`` (or ``psi = alpha r``) for (query, case) pairs.
+
+    ``alpha_j = y_j . x_j (+ b_j)`` row by row (``np.einsum`` over the feature axis: the same
+    floating-point operations, in the same order, for a pair wherever it sits), then times
+    ``r_j``. Every value the ranking returns, and every key it compares at the end, comes
+    from here, so a query's ranking, its ties (to the lower case index) and its values do
+    not depend on the batch, the block, the thread or the path that screened it.
+    """
+    a = np.einsum("ch,ch->c", Yrows, Xrows)
+    if bias is not None:
+        a += bias
+    if r is not None:
+        a *= r
+    return a
+
+
+def _keyed(a: np.ndarray, key: str) -> np.ndarray:
+    return np.abs(a) if key == "abs" else (a if key == "positive" else -a)
+
+
+def _unit_exponent(v: float) -> int:
+    """``e`` with ``v 2^e`` in [0.5, 1) (0 for ``v = 0``)."""
+    return -math.frexp(v)[1] if v > 0 else 0
+
+
+def _max_row_norm(X: np.ndarray) -> float:
+    """``max_i ||x_i||`` without overflow or underflow of the squares (an exact power-of-two
+    rescaling when they would leave float64's normal range)."""
+    if X.size == 0:
+        return 0.0
+    v = float(np.sqrt(np.einsum("ch,ch->c", X, X).max()))
+    if 2.0**-480 < v < 2.0**480:
+        return v
+    a = float(np.abs(X).max())
+    if not 0.0 < a < np.inf:
+        return a
+    e = _unit_exponent(a)
+    Xs = np.ldexp(X, e)
+    return float(np.ldexp(np.sqrt(np.einsum("ch,ch->c", Xs, Xs).max()), -e))
+
+
+def _row_norms(Y: np.ndarray) -> np.ndarray:
+    """``||y_j||`` of every row (rows scaled by their largest entry where the squares would
+    overflow or underflow)."""
+    if Y.size == 0:
+        return np.zeros(Y.shape[0])
+    v = np.sqrt(np.einsum("mh,mh->m", Y, Y))
+    lo, hi = (float(v[0]), float(v[0])) if v.size == 1 else (float(v.min()), float(v.max()))
+    if 2.0**-480 < lo and hi < 2.0**480:  # the squares in float64's normal range
+        return v
+    top = np.abs(Y).max(axis=1)
+    safe = np.where(top > 0, top, 1.0)
+    Z = Y / safe[:, None]
+    return top * np.sqrt(np.einsum("mh,mh->m", Z, Z))
+
+
+def _bound64(
+    h: int, ynorm: np.ndarray, xmax: float, babs: Any, rq: Any, ymax: float, rmax: float
+) -> np.ndarray:
+    """Bound on |GEMM value - :func:`_psi` value| in float64, per query.
+
+    Both evaluations of ``(y . x + b) r`` err by at most ``(h + 2) u (|y| |x| + |b|) |r|``
+    (``u`` = eps/2, Cauchy-Schwarz for the sum of ``|y_i x_i|``; also when the case rows are
+    scaled by the returns first), so they differ by at most twice that; gradual underflow
+    adds at most ``2^-1075`` per operation, times ``|y|`` or ``|r|`` where an underflowed
+    product is multiplied again. ``rq``: max |r| of each query's action over the cases
+    (1 without returns), ``babs``: |b| (0 without a constant term).
+    """
+    coef = (h + 8) * _EPS64 * 1.1
+    tiny = math.ldexp(h + 8.0, -1070) * (1.0 + ymax + rmax)
+    return coef * ((ynorm * xmax + babs) * rq) + tiny
+
+
+def _near_top_k(K: np.ndarray, k: int, M: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(rows, cols) of the entries of ``K`` (m, n) at or above ``kth - 2 M`` (``kth``: the
+    row's k-th largest entry, ``M``: (m,)), rows ascending; at least k per row.
+
+    As in :func:`top_k_indices`, each row is cut into blocks of about ``sqrt(n / k)``
+    entries: the k blocks with the largest maxima hold the k largest entries, so ``kth``
+    comes from them, and only blocks whose maximum reaches the threshold are read again.
+    """
+    m, n = K.shape
+    b = int(np.sqrt(n / k))
+    if b < 8 or 2 * k * b > n:  # short rows: a partition
+        kth = np.partition(K, n - k, axis=1)[:, n - k]
+        thr = kth - 2.0 * M - _EPS64 * np.abs(kth)  # the last term covers the rounding
+        return np.nonzero(K >= thr[:, None])
+    starts = np.arange(0, n, b)
+    nb = starts.size
+    bmax = np.maximum.reduceat(K, starts, axis=1)  # (m, nb)
+    top = np.argpartition(bmax, nb - k, axis=1)[:, -k:]
+    cols = (top[:, :, None] * b + np.arange(b)).reshape(m, k * b)
+    cand = np.where(cols < n, np.take_along_axis(K, np.minimum(cols, n - 1), axis=1), -np.inf)
+    kth = np.partition(cand, k * b - k, axis=1)[:, k * b - k]
+    thr = kth - 2.0 * M - _EPS64 * np.abs(kth)
+    r_, blk = np.nonzero(bmax >= thr[:, None])  # the blocks that can hold a candidate
+    cols = (blk[:, None] * b + np.arange(b)).ravel()
+    rows = np.repeat(r_, b)
+    ok = cols < n
+    rows, cols = rows[ok], cols[ok]
+    keep = K[rows, cols] >= thr[rows]
+    return rows[keep], cols[keep]
+
+
+def _refine_top_k(
+    K: np.ndarray, M: np.ndarray, k: int, exact: Any
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Exact top-k of every row from approximate keys ``K`` (m, n), ``|K - key| <= M`` (m,).
+
+    ``kth``, the k-th largest entry of ``K``: k entries have a key >= ``kth - M``, so every
+    entry of the top k (ties to the lower index) has ``K >= kth - 2 M``. Those candidates
+    (at least k per row, about k on continuous data) get their keys from ``exact(rows,
+    cols) -> (keys, values)`` (:func:`_psi`) and are sorted by key, then case index.
+    Returns ``(indices, keys, values)``, each (m, k).
+    """
+    m, n = K.shape
+    if m == 1:  # one row: 1-D partition and selection (no 2-D machinery)
+        v = K[0]
+        kth = float(np.partition(v, n - k)[n - k])
+        cols = np.flatnonzero(v >= kth - 2.0 * float(M[0]) - _EPS64 * abs(kth))
+        keys, vals = exact(np.zeros(cols.size, dtype=np.intp), cols)
+        take = np.lexsort((cols, -keys))[:k]
+        return cols[take][None, :], keys[take][None, :], vals[take][None, :]
+    rows, cols = _near_top_k(K, k, M)
+    keys, vals = exact(rows, cols)
+    o = np.lexsort((cols, -keys, rows))  # by row, key descending, case index ascending
+    counts = np.bincount(rows, minlength=m)  # >= k per row
+    first = np.concatenate(([0], np.cumsum(counts)[:-1]))
+    take = o[first[:, None] + np.arange(k)]
+    return cols[take], keys[take], vals[take]
+
+
+def _rank_block(
+    B: np.ndarray,
+    Yt: np.ndarray,
+    X: np.ndarray,
+    Rt: np.ndarray | None,
+    acts: np.ndarray,
+    k: int,
+    key: str,
+    xmax: float,
+    rq: np.ndarray | None,
+    rmax: float,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Top-k of a block ``B = Yt @ X.T`` (m, n) formed by one GEMM (or GEMV), exact.
+
+    ``B`` is weighted by the returns ``Rt[acts]`` in place and keyed; the candidates within
+    its rounding bound (:func:`_bound64`; ``xmax``: the largest norm of a row of ``X``,
+    ``rq``: max |r| of each action, ``rmax``: over all) of each query's k-th key get the
+    keys and values of :func:`_psi`, as in the fused scan, so a query ranks the same alone,
+    in a small block or in a large batch. Returns ``(indices, keys, values)``.
+    """
+    if Rt is not None:
+        B *= Rt[acts[0]] if B.shape[0] == 1 else Rt[acts]  # one query: a view, no copy
+    K = _keyed(B, key)
+    h = Yt.shape[1]
+    ymax = float(np.abs(Yt).max()) if Yt.size else 0.0
+    M = _bound64(h, _row_norms(Yt), xmax, 0.0, 1.0 if rq is None else rq[acts], ymax,
+                 1.0 if Rt is None else rmax)
+
+    def exact(rows: np.ndarray, cols: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        r = None if Rt is None else Rt[acts[rows], cols]
+        a = _psi(Yt[rows], X[cols], None, r)
+        return _keyed(a, key), a
+
+    idx, keys, vals = _refine_top_k(K, M, k, exact)
+    return idx, keys, vals
 
 
 def _scan_top_k(
@@ -165,7 +347,8 @@ def _scan_top_k(
     queries per thread, else by splitting each chunk's cases, the per-thread lists then merged
     by (key, index). Whenever the scan runs many small GEMMs, BLAS is pinned to one thread
     (:mod:`cbdt._threads`): a BLAS pool woken for each cache-sized block only fights the
-    other threads for the cores. Returns ``(keys, indices, signed values)``, each (m, k).
+    other threads for the cores. Returns ``(keys, indices, signed values)``, each (m, k):
+    the keys and values of :func:`_psi`, the indices those of a stable sort of its keys.
     """
     acts = np.asarray(acts)
     if acts.size > 1 and bool(np.any(acts[1:] < acts[:-1])):
@@ -181,7 +364,7 @@ def _scan_top_k(
     from contextlib import nullcontext
 
     m = Y.shape[1]
-    if rmax is None:  # max |r| over the cases, for the float32 screen's error bound
+    if rmax is None:  # max |r| over the cases, for the float32 screen's scaling and bound
         rmax = 1.0 if Rt is None or Rt.size == 0 else float(np.abs(Rt).max())
     by_queries = m >= 64 * threads
     if threads == 1 or by_queries:
@@ -237,14 +420,16 @@ class _TopKScan:
     ``_GROUP`` columns, and only groups whose maximum exceeds the query's running threshold
     are examined.
 
-    Every candidate carries bounds ``lo <= key <= hi`` on its float64 key (``lo = hi =
-    key`` when it was computed in float64; the float32 key -/+ its error bound otherwise).
-    The threshold ``tau`` of a query is the k-th largest ``lo`` seen so far, a lower bound on
-    its final k-th key, updated after every block (:meth:`_add`), so the screen of the next
-    sub-chunk is fresh. The float64 keys are computed only in :meth:`_resolve`, at the end of
-    each chunk (or when a block holds too many candidates), for the candidates whose ``hi``
-    still reaches ``tau``; the resolved candidates are merged into exact top-k lists (keys
-    in descending order, ties to the lower case index).
+    A block's GEMM is an approximation: float32 (:meth:`_feed`, the queries, case rows and
+    returns scaled by exact powers of two into float32's range) or float64 where float32
+    cannot hold them. Every candidate carries bounds ``lo <= key <= hi`` on its exact key,
+    the key of :func:`_psi` (the block's key -/+ its error bound). The threshold ``tau`` of
+    a query is the k-th largest ``lo`` seen so far, a lower bound on its final k-th key,
+    updated after every block (:meth:`_add`), so the screen of the next sub-chunk is fresh.
+    The exact keys are computed only in :meth:`_resolve`, at the end of each chunk (or when
+    a block holds too many candidates), for the candidates whose ``hi`` still reaches
+    ``tau``; they are merged into exact top-k lists (keys in descending order, ties to the
+    lower case index).
     """
 
     def __init__(
@@ -286,19 +471,26 @@ class _TopKScan:
         self.fold = Rt is not None and qb >= h // 2
         present = np.unique(acts) if self.fold else np.empty(0, dtype=np.intp)
         self.bufB = np.empty(qb * self.c)
-        self.bufK = np.empty(qb * self.c) if key != "positive" else self.bufB
         self.bufX = {int(a): np.empty((self.c, h)) for a in present}
-        # float32 screening (see _feed32): half the GEMM time, exact results
         self.acts = np.asarray(acts)
-        ymax = float(np.abs(self.Yt).max()) if self.Yt.size else 0.0
-        self.ymax = ymax
-        self.rmax = 1.0 if Rt is None else rmax  # max |r| over all cases, from the fit
-        self.screen = _SCREEN_F32 and 0.0 < ymax < 1e15
+        self.ymax = float(np.abs(self.Yt).max()) if self.Yt.size else 0.0
+        self.ynorm = _row_norms(self.Yt)
+        self.rmax = 1.0 if Rt is None else float(rmax)  # max |r| over all cases, from the fit
+        # float32 screening (see _feed): half the GEMM time, exact results. The queries are
+        # scaled by 2^ey and the returns by 2^er (exact), so their largest entries are in
+        # [0.5, 1): float32 holds them whatever their scale, and the error bound holds
+        self.ey = _unit_exponent(self.ymax)
+        self.er = 0 if Rt is None else _unit_exponent(self.rmax)
+        self.screen = (
+            _SCREEN_F32
+            and 0.0 < self.ymax < np.inf
+            and abs(self.ey) <= _MAX_SHIFT
+            and (Rt is None or (self.rmax < np.inf and abs(self.er) <= _MAX_SHIFT))
+        )
         if self.screen:
             f4 = np.float32
-            self.Y32t = self.Yt.astype(f4)
-            self.ynorm = np.sqrt(np.einsum("mh,mh->m", self.Yt, self.Yt))
-            self.bias32 = None if bias is None else bias.astype(f4)
+            self.Y32t = np.ldexp(self.Yt, self.ey).astype(f4)
+            self.ynorm32 = np.ldexp(self.ynorm, self.ey)  # the scaled queries' norms
             self.bufB32 = np.empty(qb * self.c, dtype=f4)
             self.bufX32 = np.empty((self.c, h), dtype=f4)
             self.bufX32a = {int(a): np.empty((self.c, h), dtype=f4) for a in present}
@@ -309,21 +501,18 @@ class _TopKScan:
         return self.best_k, self.best_i, self.best_s
 
     def _resolve(self, blk: list, s0: int, X: np.ndarray) -> None:
-        """Compute the float64 keys of the block's pending candidates (all from the chunk
-        ``X`` starting at case ``s0``) whose upper bound reaches their row's ``tau``, and
-        merge them into the exact top-k lists."""
+        """Compute the exact keys (:func:`_psi`) of the block's pending candidates (all from
+        the chunk ``X`` starting at case ``s0``) whose upper bound reaches their row's
+        ``tau``, and merge them into the exact top-k lists."""
         if not blk[4]:
             return
         q0, q1 = blk[0], blk[1]
         k = self.k
-        rows, cols, lo, hi, vals = (np.concatenate(z) for z in zip(*blk[4], strict=True))
+        rows, cols, lo, hi = (np.concatenate(z) for z in zip(*blk[4], strict=True))
         blk[4], blk[5] = [], 0
         ok = hi >= self.tau[q0 + rows]  # k cases have a key >= tau: below it, out
-        rows, cols, vals = rows[ok], cols[ok], vals[ok]
-        keys = lo[ok]
-        todo = np.flatnonzero(np.isnan(vals))  # float32 candidates: recompute in float64
-        if todo.size:
-            keys[todo], vals[todo] = self._exact(q0, rows[todo], cols[todo] - s0, X, s0)
+        rows, cols = rows[ok], cols[ok]
+        keys, vals = self._exact(q0, rows, cols - s0, X, s0)
         old = self.best_i[q0:q1] >= 0
         orow, ocol = np.nonzero(old)
         rows = np.concatenate((orow, rows))
@@ -349,22 +538,20 @@ class _TopKScan:
         cols: np.ndarray,
         lo: np.ndarray,
         hi: np.ndarray,
-        vals: np.ndarray,
     ) -> None:
         """Record candidates of a block and raise its rows' thresholds at once.
 
         ``rows`` (ascending, local to the block), ``cols`` (case indices, all after those
-        seen before), bounds ``lo <= key <= hi`` of their float64 keys, and their signed
-        values (NaN where only the float32 key is known). ``tau``, the k-th largest lower
-        bound so far, is raised for the next sub-chunk: k cases have a key of at least
-        ``tau``, so a later entry whose key cannot exceed it cannot enter the top k (ties go
-        to the lower case index).
+        seen before) and bounds ``lo <= key <= hi`` of their exact keys. ``tau``, the k-th
+        largest lower bound so far, is raised for the next sub-chunk: k cases have a key of
+        at least ``tau``, so a later entry whose key cannot exceed it cannot enter the top
+        k (ties go to the lower case index).
         """
         if rows.size == 0:
             return
         q0, q1 = blk[0], blk[1]
         nq, k = q1 - q0, self.k
-        blk[4].append((rows, cols, lo, hi, vals))
+        blk[4].append((rows, cols, lo, hi))
         blk[5] += rows.size
         cnt = np.bincount(rows, minlength=nq)
         width = k + int(cnt.max())
@@ -379,16 +566,7 @@ class _TopKScan:
         """Rank the cases ``s0 .. s0 + len(X)`` (rows of ``X``) for every query."""
         c = self.c
         for s in range(0, X.shape[0], c):  # sub-chunks of c cases: no (len(X), h) temporaries
-            Xs = X[s : s + c]
-            done = False
-            if self.screen:
-                xn = np.sqrt(np.einsum("ch,ch->c", Xs, Xs))
-                scale = self.ymax * float(xn.max()) * max(self.rmax, 1e-300)
-                if 1e-20 < scale < 1e20 and self.rmax < 1e30:  # well inside float32's range
-                    self._feed32(s0 + s, Xs, float(xn.max()))
-                    done = True
-            if not done:
-                self._feed64(s0 + s, Xs)
+            self._feed(s0 + s, X[s : s + c])
             for blk in self.blocks:  # bound the memory of adversarial orders
                 if blk[5] > _COMPACT * (blk[1] - blk[0]) * self.k:
                     self._resolve(blk, s0, X)
@@ -398,140 +576,142 @@ class _TopKScan:
     def _exact(
         self, q0: int, rows: np.ndarray, cols: np.ndarray, Xs: np.ndarray, gpos: int
     ) -> tuple[np.ndarray, np.ndarray]:
-        """Float64 (key, signed value) of the entries (q0 + rows, cols) of the block."""
-        a = np.einsum("ch,ch->c", self.Yt[q0 + rows], Xs[cols])
-        if self.bias is not None:
-            a += self.bias[q0 + rows]
-        if self.Rt is not None:
-            a *= self.Rt[self.acts[q0 + rows], gpos + cols]
-        key = np.abs(a) if self.key == "abs" else (a if self.key == "positive" else -a)
-        return key, a
+        """Exact (key, signed value) of the entries (q0 + rows, cols) of the block
+        (:func:`_psi`)."""
+        q = q0 + rows
+        a = _psi(
+            self.Yt[q],
+            Xs[cols],
+            None if self.bias is None else self.bias[q],
+            None if self.Rt is None else self.Rt[self.acts[q], gpos + cols],
+        )
+        return _keyed(a, self.key), a
 
-    def _feed32(self, gpos: int, Xs: np.ndarray, xmax: float) -> None:
-        """:meth:`_feed64` with the blocks formed and screened in float32.
+    def _shift32(self, xmax: float) -> tuple[int, int, np.ndarray | None] | None:
+        """Powers of two for a float32 screen of a sub-chunk whose largest row norm is
+        ``xmax``: ``(ex, shift, scaled bias)``, or None where float32 cannot hold it."""
+        if not self.screen or not 0.0 < xmax < np.inf:
+            return None
+        ex = 0 if 1.0 / _X_UNSCALED <= xmax <= _X_UNSCALED else _unit_exponent(xmax)
+        shift = self.ey + ex  # alpha in the screen's units: alpha 2^shift
+        if abs(ex) > 1000 or abs(shift + self.er) > _MAX_SHIFT:
+            return None
+        if self.bias is None:
+            return ex, shift, None
+        b = np.ldexp(self.bias, shift)
+        if not float(np.abs(b).max()) <= _BIAS_MAX:
+            return None
+        return ex, shift, b
 
-        The float32 block differs from the float64 one by at most
-        ``M_i = (h + 8) u (|y_i| max_j |x_j| + |b_i|) max_j |r_j| + 1e-30`` per query (``u``
-        float32's machine epsilon: conversion, products and sums of ``h`` terms), so every
-        entry whose float64 key can exceed the query's threshold ``tau_i`` has a float32 key
-        above ``tau_i - M_i``. Those candidates are kept with the bounds ``key32 -/+ M_i``
-        and recomputed in float64 by :meth:`_resolve` only if their upper bound still
-        reaches the threshold at the end of the chunk: the result is the float64 top-k,
-        found at float32 speed.
+    def _feed(self, gpos: int, Xs: np.ndarray) -> None:
+        """Screen the cases ``gpos .. gpos + len(Xs)`` for every query, in float32 where it
+        can hold the scaled values, else in float64.
+
+        Float32: the queries are scaled by ``2^ey``, the returns by ``2^er`` (largest entry
+        in [0.5, 1)) and the case rows by ``2^ex`` (only when their largest norm is outside
+        ``2^+-40``), all exact, so the block holds ``psi 2^E``, ``E = ey + ex + er``. It
+        differs from :func:`_psi` by at most ``M_i = (h + 8) u (|y_i| max_j |x_j| + |b_i|)
+        max_j |r_j| + 2^-120 ((h + 8)(1 + max_j |x_j|)(1 + |y_i|) + |b_i|)`` per query in
+        these units (``u``: float32's machine epsilon; conversion, products and sums of
+        ``h`` terms; the second term bounds underflow, even flushed to zero, as every
+        scaled factor is at most ``2^40``). Float64: the same with :func:`_bound64`. Every
+        entry whose exact key can exceed the query's threshold ``tau_i`` has a block key
+        above ``tau_i - M_i``; those candidates are kept with the bounds ``key -/+ M_i``
+        (back in float64's units) and their exact keys computed by :meth:`_resolve` only if
+        their upper bound still reaches the threshold at the end of the chunk: the result is
+        the top-k of :func:`_psi`, found at float32 speed.
         """
         g, k, Rt, bias = _GROUP, self.k, self.Rt, self.bias
         h = self.Yt.shape[1]
-        coef = (h + 8) * float(np.finfo(np.float32).eps) * 1.1
         w = Xs.shape[0]
-        X32 = self.bufX32[:w]
-        np.copyto(X32, Xs, casting="same_kind")
-        # max |r| of each action over the sub-chunk (one value per action)
-        rmax = None if Rt is None else np.abs(Rt[:, gpos : gpos + w]).max(axis=1)
-        R32 = None if Rt is None else Rt[:, gpos : gpos + w].astype(np.float32)  # (A, w)
-        for a, buf in self.bufX32a.items():
-            np.multiply(X32, R32[a, :, None], out=buf[:w])
+        xmax = _max_row_norm(Xs)
+        Rs = None if Rt is None else Rt[:, gpos : gpos + w]
+        rq = None if Rs is None else np.abs(Rs).max(axis=1)  # max |r| of each action here
+        plan = self._shift32(xmax)
+        if plan is not None:
+            ex, shift, bs = plan
+            E = shift + self.er
+            X = self.bufX32[:w]
+            if ex == 0:
+                np.copyto(X, Xs, casting="same_kind")
+            else:
+                np.multiply(Xs, 2.0**ex, out=X, casting="same_kind")
+            xm = math.ldexp(xmax, ex)
+            Y, ynorm, dt, bufB, bufXa = self.Y32t, self.ynorm32, np.float32, self.bufB32, \
+                self.bufX32a
+            R = None if Rs is None else (Rs * 2.0**self.er).astype(np.float32)
+            if rq is not None:
+                rq = rq * 2.0**self.er
+            b = None if bs is None else bs.astype(np.float32)
+            babs = 0.0 if bs is None else np.abs(bs)
+            coef = (h + 8) * _EPS32 * 1.1
+            tiny = 2.0**-120 * ((h + 8) * (1.0 + xm) * (1.0 + ynorm) + babs)
+            up, down = 2.0**E, 2.0**-E
+        else:
+            X, xm, Y, ynorm, dt, bufB, bufXa = Xs, xmax, self.Yt, self.ynorm, np.float64, \
+                self.bufB, self.bufX
+            R, b = Rs, bias
+            babs = 0.0 if bias is None else np.abs(bias)
+            coef = (h + 8) * _EPS64 * 1.1  # as in _bound64
+            up = down = 1.0
+        for a, buf in bufXa.items():  # psi_i = (r_ia x_i) . y
+            np.multiply(X, R[a, :, None], out=buf[:w])
         for blk in self.blocks:
             q0, q1, segs, filling = blk[:4]
             nq = q1 - q0
-            B = self.bufB32[: nq * w].reshape(nq, w)
+            B = bufB[: nq * w].reshape(nq, w)
             for a, lo, hi in segs if self.fold else ((None, 0, nq),):
-                Xa = self.bufX32a[a][:w] if self.fold else X32
-                np.matmul(self.Y32t[q0 + lo : q0 + hi], Xa.T, out=B[lo:hi])
-            if bias is not None and not self.fold:
-                B += self.bias32[q0:q1, None]
-            if Rt is not None:
+                Xa = bufXa[a][:w] if self.fold else X
+                np.matmul(Y[q0 + lo : q0 + hi], Xa.T, out=B[lo:hi])
+            if b is not None and not self.fold:
+                B += b[q0:q1, None]  # alpha = X y + bias
+            if R is not None:
                 for a, lo, hi in segs:
-                    r = R32[a]
-                    if not self.fold:
-                        B[lo:hi] *= r
-                    elif bias is not None:
-                        B[lo:hi] += self.bias32[q0 + lo : q0 + hi, None] * r
+                    if not self.fold:  # psi = alpha r
+                        B[lo:hi] *= R[a]
+                    elif b is not None:  # psi = (r x) y + bias r
+                        B[lo:hi] += b[q0 + lo : q0 + hi, None] * R[a]
             if self.key == "abs":
                 K = np.abs(B, out=B)  # in place: only the keys are read again
             elif self.key == "negative":
                 K = np.negative(B, out=B)
             else:
                 K = B
-            M = self.ynorm[q0:q1] * xmax
-            if bias is not None:
-                M = M + np.abs(bias[q0:q1])
-            if rmax is not None:
-                M = M * rmax[self.acts[q0:q1]]
-            M = coef * M + 1e-30
+            bq = babs if np.isscalar(babs) else babs[q0:q1]
+            rqq = 1.0 if rq is None else rq[self.acts[q0:q1]]
+            if dt is np.float32:
+                M = coef * ((ynorm[q0:q1] * xm + bq) * rqq) + tiny[q0:q1]
+            else:
+                M = _bound64(h, ynorm[q0:q1], xm, bq, rqq, self.ymax, self.rmax)
             if filling and w >= g * k:  # first sub-chunk: a bound from the group maxima
-                # k groups have a maximum >= th: the k-th largest float32 key is >= th, so the
-                # k-th largest float64 key is >= th - M, and every entry that reaches it has
-                # a float32 key >= th - 2 M (coef |th| covers the rounding of thr)
+                # k groups have a maximum >= th: the k-th largest block key is >= th, so the
+                # k-th largest exact key is >= th - M, and every entry that reaches it has a
+                # block key >= th - 2 M (coef |th| covers the rounding of thr)
                 ng = w // g
                 gm = K[:, : ng * g].reshape(nq, g, ng).max(axis=1)
                 th = np.partition(gm, ng - k, axis=1)[:, ng - k].astype(np.float64)
-                thr = (th - 2 * M - coef * np.abs(th)).astype(np.float32)
+                thr = (th - 2 * M - coef * np.abs(th)).astype(dt)
                 rows, cols = _above(K, thr, g, gm)
                 blk[3] = False
             elif filling:  # first sub-chunk: every entry that can reach its k-th largest
                 if w >= k:
                     th = np.partition(K, w - k, axis=1)[:, w - k].astype(np.float64)
-                    thr = (th - 2 * M - coef * np.abs(th)).astype(np.float32)
+                    thr = (th - 2 * M - coef * np.abs(th)).astype(dt)
                     flat = np.flatnonzero(K >= thr[:, None])
                 else:
                     flat = np.arange(K.size)
                 rows, cols = np.divmod(flat, w)
                 blk[3] = w < k
             else:
-                tb = self.tau[q0:q1]
-                thr = (tb - M - coef * np.abs(tb)).astype(np.float32)
+                with np.errstate(over="ignore"):  # a threshold beyond every key: clipped
+                    tb = np.minimum(self.tau[q0:q1] * up, _KEY_MAX)
+                thr = (tb - M - coef * np.abs(tb)).astype(dt)
                 rows, cols = _above(K, thr, g)
                 if rows.size == 0:
                     continue
-            k32 = np.ravel(K)[rows * w + cols].astype(np.float64)
+            kb = np.ravel(K)[rows * w + cols].astype(np.float64)
             Mr = M[rows]
-            self._add(blk, rows, cols + gpos, k32 - Mr, k32 + Mr, np.full(rows.size, np.nan))
-
-    def _feed64(self, s0: int, X: np.ndarray) -> None:
-        """Rank the cases ``s0 .. s0 + len(X)`` in float64 throughout."""
-        g, k, c, Rt, bias = _GROUP, self.k, self.c, self.Rt, self.bias
-        for s in range(0, X.shape[0], c):
-            Xs = X[s : s + c]
-            w = Xs.shape[0]
-            gpos = s0 + s
-            for a, buf in self.bufX.items():  # psi_i = (r_ia x_i) . y
-                np.multiply(Xs, Rt[a, gpos : gpos + w, None], out=buf[:w])
-            for blk in self.blocks:
-                q0, q1, segs, filling = blk[:4]
-                nq = q1 - q0
-                B = self.bufB[: nq * w].reshape(nq, w)
-                for a, lo, hi in segs if self.fold else ((None, 0, nq),):
-                    Xa = self.bufX[a][:w] if self.fold else Xs
-                    np.matmul(self.Yt[q0 + lo : q0 + hi], Xa.T, out=B[lo:hi])
-                if bias is not None and not self.fold:
-                    B += bias[q0:q1, None]  # alpha = X y + bias
-                if Rt is not None:
-                    for a, lo, hi in segs:
-                        r = Rt[a, gpos : gpos + w]
-                        if not self.fold:  # psi = alpha r
-                            B[lo:hi] *= r
-                        elif bias is not None:  # psi = (r x) y + bias r
-                            B[lo:hi] += bias[q0 + lo : q0 + hi, None] * r
-                if self.key == "abs":
-                    K = np.abs(B, out=self.bufK[: nq * w].reshape(nq, w))
-                elif self.key == "negative":
-                    K = np.negative(B, out=self.bufK[: nq * w].reshape(nq, w))
-                else:
-                    K = B
-                if filling:  # first sub-chunk: every entry at or above its k-th largest
-                    if w >= k:
-                        th = np.partition(K, w - k, axis=1)[:, w - k]
-                        flat = np.flatnonzero(K >= th[:, None])
-                    else:
-                        flat = np.arange(K.size)
-                    rows, cols = np.divmod(flat, w)
-                    blk[3] = w < k
-                else:
-                    rows, cols = _above(K, self.tau[q0:q1], g)
-                    if rows.size == 0:
-                        continue
-                key = K[rows, cols]
-                self._add(blk, rows, cols + gpos, key, key, B[rows, cols])
+            self._add(blk, rows, cols + gpos, (kb - Mr) * down, (kb + Mr) * down)
 
 
 def _scan_block(

@@ -28,7 +28,7 @@ from scipy import linalg
 
 from ._params import ParamsMixin
 from ._query import CaseQueryMixin, Explanation, TopCases
-from ._ranking import _rank_dask, _row_blocks, _scan_top_k, _top_k_row, top_k_indices
+from ._ranking import _max_row_norm, _rank_block, _rank_dask, _row_blocks, _scan_top_k
 from ._validation import (
     as_float_matrix,
     check_action_names,
@@ -986,28 +986,27 @@ class CaseInfluence(CaseQueryMixin, ParamsMixin):
 
         One fused pass over the case memory for all queries: cache-sized blocks of
         coefficients are formed by GEMM, weighted, keyed and merged into running top-k lists
-        (:func:`_scan_top_k`), for ``batch_size`` queries at a time. Returns ``(indices, keys,
-        signed values)``, each (m, k).
+        (:func:`_scan_top_k`), for ``batch_size`` queries at a time; one small block (one
+        query: a GEMV) is formed and ranked directly (:func:`_rank_block`). Every path
+        screens with a rounding bound and takes its keys and values from
+        :func:`cbdt._ranking._psi`, one evaluation of :math:`\\psi_i` (eq. 15) per (query,
+        case), so a query's cases, its ties (to the lower case index) and its values do not
+        depend on the other queries of the call. Returns ``(indices, keys, signed
+        values)``, each (m, k).
         """
         self._need_memory()
         m = Q.shape[0]
         Rt = self._returns_t if weight == "psi" else None
-        if self._dual is not None and m == 1:  # one query: a GEMV and a partition
-            a = self._alpha(Q)[0]
-            if Rt is not None:
-                a *= Rt[acts[0]]
-            K1 = np.abs(a) if key == "abs" else (a if key == "positive" else -a)
-            i1 = _top_k_row(K1, k)
-            return i1[None, :], K1[i1][None, :], a[i1][None, :]
         if self._dual is not None and m <= self.batch_size and m * self.n_cases_ <= self._SCAN_ENTRIES:
-            # one small block: form it and rank it directly
-            B = self._alpha(Q)
-            if Rt is not None:
-                B *= Rt[acts[0]] if m == 1 else Rt[acts]
-            K = np.abs(B) if key == "abs" else (B if key == "positive" else -B)
-            idx = top_k_indices(K, k)
-            rows = np.arange(m)[:, None]
-            return idx, K[rows, idx], B[rows, idx]
+            # one small block (one query: a GEMV): formed, bounded and refined directly; the
+            # largest dual row norm and returns per action are kept from the first call
+            memo = getattr(self, "_rank_memo", None)
+            if memo is None or memo[0] is not self._dual or memo[1] is not self._returns_t:
+                memo = (self._dual, self._returns_t, _max_row_norm(self._dual),
+                        np.abs(self._returns_t).max(axis=1))
+                self._rank_memo = memo
+            return _rank_block(self._alpha(Q), self._augment(Q), self._dual, Rt, acts, k, key,
+                               memo[2], memo[3], self._returns_absmax)
         idx = np.empty((m, k), dtype=np.intp)
         keys = np.empty((m, k))
         vals = np.empty((m, k))
@@ -1015,7 +1014,13 @@ class CaseInfluence(CaseQueryMixin, ParamsMixin):
             sl = slice(s, min(m, s + self.batch_size))
             perm = np.argsort(acts[sl], kind="stable")  # equal actions share a row of returns
             ap = acts[sl][perm]
-            Y, bias = self._query_side(Q[sl][perm])
+            Qp = Q[sl][perm]
+            if self._dual is not None:
+                Y, bias = self._query_side(Qp)  # the augmented queries themselves
+            else:  # solved one query at a time: a batch's triangular solve differs per column
+                sides = [self._query_side(Qp[i : i + 1]) for i in range(Qp.shape[0])]
+                Y = np.hstack([y for y, _ in sides])
+                bias = None if sides[0][1] is None else np.concatenate([b for _, b in sides])
             if self._kind == "dask":
                 best = _rank_dask(self._Phi, Y, bias, Rt, ap, k, key, self._SCAN_ENTRIES)
             else:

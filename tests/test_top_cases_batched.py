@@ -107,14 +107,19 @@ def test_zero_and_negative_contributions(order):
             int((acts == 2).sum()), 1)))
 
 
-def test_float64_fallback_ranks_like_the_float32_screen():
-    # returns scaled by 2^80: the float32 screen is out of range and the scan runs in
-    # float64 throughout; the ranking is unchanged and the contributions scale exactly
+def test_float64_fallback_ranks_like_the_float32_screen(monkeypatch):
+    # returns scaled by 2^80: the float32 screen scales them back into its range (exact
+    # powers of two), so the ranking is unchanged and the contributions scale exactly; the
+    # float64 path (screen off) gives the same cases and values
     Phi, R, Q, acts = problem(4, 2500, 300)
     a = CaseInfluence().fit(Phi, R).top_cases(Q, acts, k=12)
     b = CaseInfluence().fit(Phi, R * 2.0**80).top_cases(Q, acts, k=12)
     np.testing.assert_array_equal(a.indices, b.indices)
-    np.testing.assert_allclose(b.contributions, a.contributions * 2.0**80, rtol=1e-12)
+    np.testing.assert_array_equal(b.contributions, a.contributions * 2.0**80)
+    monkeypatch.setattr(influence_mod, "_SCREEN_F32", False)
+    c = CaseInfluence().fit(Phi, R).top_cases(Q, acts, k=12)
+    np.testing.assert_array_equal(c.indices, a.indices)
+    np.testing.assert_array_equal(c.contributions, a.contributions)
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
