@@ -188,7 +188,8 @@ def _max_row_norm(X: np.ndarray) -> float:
     rescaling when they would leave float64's normal range)."""
     if X.size == 0:
         return 0.0
-    v = float(np.sqrt(np.einsum("ch,ch->c", X, X).max()))
+    with np.errstate(over="ignore", under="ignore"):  # out of range: rescaled below
+        v = float(np.sqrt(np.einsum("ch,ch->c", X, X).max()))
     if 2.0**-480 < v < 2.0**480:
         return v
     a = float(np.abs(X).max())
@@ -204,7 +205,8 @@ def _row_norms(Y: np.ndarray) -> np.ndarray:
     overflow or underflow)."""
     if Y.size == 0:
         return np.zeros(Y.shape[0])
-    v = np.sqrt(np.einsum("mh,mh->m", Y, Y))
+    with np.errstate(over="ignore", under="ignore"):  # out of range: rescaled below
+        v = np.sqrt(np.einsum("mh,mh->m", Y, Y))
     lo, hi = (float(v[0]), float(v[0])) if v.size == 1 else (float(v.min()), float(v.max()))
     if 2.0**-480 < lo and hi < 2.0**480:  # the squares in float64's normal range
         return v
@@ -214,9 +216,7 @@ def _row_norms(Y: np.ndarray) -> np.ndarray:
     return top * np.sqrt(np.einsum("mh,mh->m", Z, Z))
 
 
-def _bound64(
-    h: int, ynorm: np.ndarray, xmax: float, babs: Any, rq: Any, ymax: float, rmax: float
-) -> np.ndarray:
+def _bound64(h: int, ynorm: Any, xmax: float, babs: Any, rq: Any, ymax: float, rmax: float) -> Any:
     """Bound on |GEMM value - :func:`_psi` value| in float64, per query.
 
     Both evaluations of ``(y . x + b) r`` err by at most ``(h + 2) u (|y| |x| + |b|) |r|``
@@ -313,10 +313,17 @@ def _rank_block(
     if Rt is not None:
         B *= Rt[acts[0]] if B.shape[0] == 1 else Rt[acts]  # one query: a view, no copy
     K = _keyed(B, key)
-    h = Yt.shape[1]
+    m, h = Yt.shape
     ymax = float(np.abs(Yt).max()) if Yt.size else 0.0
-    M = _bound64(h, _row_norms(Yt), xmax, 0.0, 1.0 if rq is None else rq[acts], ymax,
-                 1.0 if Rt is None else rmax)
+    rmax = 1.0 if Rt is None else rmax
+    if m == 1:  # one query: the bound in Python floats (a GEMV's worth of small arrays less)
+        with np.errstate(over="ignore", under="ignore"):  # out of range: _row_norms
+            ss = float(Yt[0] @ Yt[0])
+        yn = math.sqrt(ss) if 2.0**-960 < ss < 2.0**960 else float(_row_norms(Yt)[0])
+        rq1 = 1.0 if rq is None else float(rq[acts[0]])
+        M = np.array([_bound64(h, yn, xmax, 0.0, rq1, ymax, rmax)])
+    else:
+        M = _bound64(h, _row_norms(Yt), xmax, 0.0, 1.0 if rq is None else rq[acts], ymax, rmax)
 
     def exact(rows: np.ndarray, cols: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         r = None if Rt is None else Rt[acts[rows], cols]
@@ -489,8 +496,9 @@ class _TopKScan:
         )
         if self.screen:
             f4 = np.float32
-            self.Y32t = np.ldexp(self.Yt, self.ey).astype(f4)
-            self.ynorm32 = np.ldexp(self.ynorm, self.ey)  # the scaled queries' norms
+            up = 2.0**self.ey  # |ey| <= _MAX_SHIFT: a normal float, products exact
+            self.Y32t = (self.Yt * up).astype(f4)
+            self.ynorm32 = self.ynorm * up  # the scaled queries' norms
             self.bufB32 = np.empty(qb * self.c, dtype=f4)
             self.bufX32 = np.empty((self.c, h), dtype=f4)
             self.bufX32a = {int(a): np.empty((self.c, h), dtype=f4) for a in present}
@@ -598,7 +606,8 @@ class _TopKScan:
             return None
         if self.bias is None:
             return ex, shift, None
-        b = np.ldexp(self.bias, shift)
+        with np.errstate(over="ignore"):  # too large: checked below
+            b = self.bias * 2.0**shift if abs(shift) <= 1000 else np.ldexp(self.bias, shift)
         if not float(np.abs(b).max()) <= _BIAS_MAX:
             return None
         return ex, shift, b
