@@ -11,6 +11,10 @@ sleep (``THREAD_TIMEOUT``, about 0.1 s of CPU each on the benchmark machine; the
 variable ``OPENBLAS_THREAD_TIMEOUT`` shortens it). Code that runs its own threads in that
 window, such as the batched scan right after a large numpy GEMM, shares the cores with them;
 ``benchmarks/bench_influence.py`` measures the spin and pauses longer than it between calls.
+
+The pin is process-wide (one setting per BLAS library): :func:`single_threaded_blas` sections
+that overlap, nested or in several Python threads, share one pin, and the limits in force
+before the first are restored when the last exits.
 """
 
 from __future__ import annotations
