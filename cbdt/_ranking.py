@@ -314,15 +314,15 @@ def _rank_block(
         B *= Rt[acts[0]] if B.shape[0] == 1 else Rt[acts]  # one query: a view, no copy
     K = _keyed(B, key)
     m, h = Yt.shape
-    ymax = float(np.abs(Yt).max()) if Yt.size else 0.0
     rmax = 1.0 if Rt is None else rmax
-    if m == 1:  # one query: the bound in Python floats (a GEMV's worth of small arrays less)
+    if m == 1:  # one query: the bound in Python floats (|y| >= max |y_i| in the tiny term)
         with np.errstate(over="ignore", under="ignore"):  # out of range: _row_norms
             ss = float(Yt[0] @ Yt[0])
         yn = math.sqrt(ss) if 2.0**-960 < ss < 2.0**960 else float(_row_norms(Yt)[0])
         rq1 = 1.0 if rq is None else float(rq[acts[0]])
-        M = np.array([_bound64(h, yn, xmax, 0.0, rq1, ymax, rmax)])
+        M = np.array([_bound64(h, yn, xmax, 0.0, rq1, yn, rmax)])
     else:
+        ymax = float(np.abs(Yt).max()) if Yt.size else 0.0
         M = _bound64(h, _row_norms(Yt), xmax, 0.0, 1.0 if rq is None else rq[acts], ymax, rmax)
 
     def exact(rows: np.ndarray, cols: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
