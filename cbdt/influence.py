@@ -767,7 +767,9 @@ class CaseInfluence(CaseQueryMixin, ParamsMixin):
         ndarray of shape (m, |A|), or (|A|,) for a 1-D query
         """
         Q, single = self._check_query(phi)
-        S = self._augment(Q) @ self._V
+        # a fixed summation order per query (not GEMV for one query and GEMM for a batch),
+        # so a query's scores, and its decision on an exact tie, do not depend on the batch
+        S = np.einsum("mh,ha->ma", self._augment(Q), self._V)
         return S[0] if single else S
 
     def leverage(self, phi: Any) -> np.ndarray:

@@ -231,3 +231,17 @@ def test_a_rank_deficient_intercept_fit_still_raises():
     Phi[:, 0] = 3.0  # a constant unit duplicates the intercept
     with pytest.raises(RankDeficientError, match="rank 5 of 6"):
         CaseInfluence(intercept=True).fit(Phi * 1e6, R)
+
+
+def test_scores_of_a_query_do_not_depend_on_its_batch():
+    """GEMV for one query and GEMM for a batch gave different last bits, so a decision on an
+    exact score tie (and explain's score and margin) could change with the batch."""
+    rng = np.random.default_rng(7)
+    Phi, R = rng.normal(size=(500, 66)), rng.normal(size=(500, 4))
+    Q = rng.normal(size=(100, 66))
+    for intercept in (False, True):
+        ci = CaseInfluence(intercept=intercept).fit(Phi, R)
+        batch = ci.scores(Q)
+        alone = np.vstack([ci.scores(Q[i : i + 1]) for i in range(len(Q))])
+        assert np.array_equal(batch, alone)
+        assert np.array_equal(np.vstack([ci.scores(q) for q in Q]), batch)
