@@ -106,9 +106,14 @@ class CaseInfluence(CaseQueryMixin, ParamsMixin):
     returns_ : ndarray of shape (n, |A|)
         The training returns ``R`` (float64).
     rank_ : int
-        Numerical rank of the (augmented) feature matrix.
+        Numerical rank of :math:`\\Phi` (with the constant column when ``intercept=True``),
+        also with ``ridge > 0``: the ridge makes the factored matrix full rank, not
+        :math:`\\Phi`.
     condition_number_ : float
-        Condition number of the factored matrix :math:`G + \\lambda M`.
+        Condition number of the factored matrix :math:`G + \\lambda M`. With an intercept,
+        the constant coordinate is first balanced against the columns of :math:`\\Phi` (an
+        exact power of two, which leaves :math:`\\alpha`, the readout and the intercept
+        unchanged), so the number does not depend on the units of :math:`\\Phi`.
     solver_ : str
         ``"cholesky"`` or ``"lstsq"``.
     case_ids_ : ndarray of shape (n,) or None
