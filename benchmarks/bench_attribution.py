@@ -11,8 +11,10 @@ query); then each query is audited alone - all n per-case contributions to one a
 score, from the query's representation(s) - and the mean time per query over ``--queries``
 queries is taken; the table reports the median over ``--repeats`` passes and the ratio to
 the fastest of the five methods. ``Ours (alpha), per-query solve`` is
-``CaseInfluence.contributions`` without the cached dual matrix (one triangular solve per
-query), for reference.
+``ExactCoefficient(precompute=False)``, for reference: the same exact contributions without
+any cached dual matrix - per query two triangular solves with the probe's (H+1) x (H+1) QR
+factor R (R^T R = G~), z = R^-1 R^-T phi~(x), and one matrix-vector product with the kept
+augmented training representations Phi~ = [Phi, 1], alpha(x) = Phi~ z.
 
 BLAS runs single-threaded (``OPENBLAS_NUM_THREADS=1`` etc. unless already set): one query is
 a single (n, H) matrix-vector product, which threads do not speed up but which is very

@@ -382,18 +382,28 @@ class ExactCoefficient(_Attribution):
     solver : {"auto", "cholesky", "lstsq"}, default="auto"
         See :class:`~cbdt.influence.CaseInfluence`.
     precompute : bool, default=True
-        Cache here the *dual matrix* :math:`D = \\tilde\\Phi(\\tilde G + \\lambda M)^{-1}`
-        in the (H, n) layout of the inner-product baseline, read off the public
-        ``CaseInfluence.coefficients`` at the basis vectors (the coefficient is affine in
-        :math:`\\varphi`). A query then costs one (H, n) matrix-vector product, the same
-        operation as the inner product. ``False`` answers through
-        ``CaseInfluence.contributions``: for an in-memory ``Phi`` that estimator caches its own
-        dual matrix (n, H+1), so this is also one matrix-vector product (in the other layout,
-        plus the estimator's per-call validation), not a triangular solve per query.
+        ``True``: cache here the *dual matrix* :math:`D = \\tilde\\Phi(\\tilde G +
+        \\lambda M)^{-1}` in the (H, n) layout of the inner-product baseline, read off the
+        public ``CaseInfluence.coefficients`` at the basis vectors (the coefficient is affine
+        in :math:`\\varphi`). A query then costs one (H, n) matrix-vector product, the same
+        operation as the inner product. ``False``: no dual matrix; keep the augmented
+        training representations :math:`\\tilde\\Phi = [\\Phi, 1]` (n, H+1) and the upper
+        triangular factor :math:`R` of a QR of :math:`[\\tilde\\Phi; \\sqrt\\lambda
+        M^{1/2}]` (:math:`R^\\top R = \\tilde G + \\lambda M`), and answer each query by
+        two triangular solves, :math:`z = R^{-1}R^{-\\top}\\tilde\\varphi(x)`, and one
+        matrix-vector product, :math:`\\alpha(x) = \\tilde\\Phi z` (eq. 10-11): the
+        per-query solve of the benchmark's ``"Ours (alpha), per-query solve"`` row. With
+        ``solver="lstsq"`` the two solves are replaced by the minimum-norm
+        :math:`z = W_k S_k^{-2} W_k^\\top\\tilde\\varphi(x)` from the SVD
+        :math:`R = U S W^\\top` (the singular values above the rank tolerance of
+        :class:`~cbdt.influence.CaseInfluence`). :meth:`scores` is answered by
+        ``influence_`` in both cases (that fitted estimator keeps its own cache; the
+        coefficients and contributions of ``precompute=False`` never read it).
 
     Attributes
     ----------
     influence_ : CaseInfluence
+        The fitted probe (its ``scores`` are :meth:`scores`).
     """
 
     name = "Ours (alpha)"
@@ -426,20 +436,98 @@ class ExactCoefficient(_Attribution):
         self.n_features_in_ = H
         self.n_actions_ = ci.n_actions_
         if self.precompute:
+            # alpha is affine in phi: D_j = (alpha(t_j e_j) - alpha(0)) / t_j, with t_j the
+            # power of two nearest column j's largest |entry|, so that alpha(t_j e_j) and
+            # alpha(0) are of the same size (at t_j = 1 the difference cancels to nothing
+            # when |Phi| is far from 1); dividing by a power of two is exact
             c0 = ci.coefficients(np.zeros(H))
-            self._dual = np.ascontiguousarray(ci.coefficients(np.eye(H)) - c0)  # (H, n)
+            top = np.abs(Phi).max(axis=0) if Phi.shape[0] else np.ones(H)
+            t = np.where(top > 0, 2.0 ** np.round(np.log2(np.where(top > 0, top, 1.0))), 1.0)
+            D = ci.coefficients(np.diag(t)) - c0
+            D /= t[:, None]
+            self._dual = np.ascontiguousarray(D)  # (H, n)
             self._offset = c0
         else:
             self._dual = None
+            self._fit_solve(Phi, ci.solver_)
         self.n_cases_ = ci.n_cases_
         self._set_action_names(action_names, R_in)
         return self
+
+    def _fit_solve(self, Phi: np.ndarray, solver: str) -> None:
+        """``precompute=False``: keep :math:`\\tilde\\Phi` and a triangular factor of
+        :math:`\\tilde G + \\lambda M` (or its SVD for ``solver="lstsq"``), no dual matrix.
+
+        Exact powers of two keep the factor accurate and finite without changing
+        :math:`\\alpha` (it does not depend on the scale of any coordinate, eq. 12): ``Phi``
+        is rescaled when its entries would overflow or underflow the factor, and the constant
+        column is balanced against the geometric mean of the feature columns' norms.
+        """
+        n, H = Phi.shape
+        ridge = float(self.ridge)
+        max_abs = float(np.abs(Phi).max()) if Phi.size else 0.0
+        scale = 1.0
+        if max_abs > 0 and not 2.0**-400 < max_abs < 2.0**400:
+            scale = float(2.0 ** -np.round(np.log2(max_abs)))
+        feats = Phi * scale if scale != 1.0 else Phi
+        ridge_rows = np.sqrt(ridge) * scale * np.eye(H) if ridge > 0 else None
+        const = 1.0
+        if self.intercept:
+            norms = np.sqrt(np.sum(feats**2, axis=0) + (ridge * scale**2 if ridge > 0 else 0.0))
+            norms = norms[norms > 0]
+            if norms.size:
+                const = float(2.0 ** np.round(np.mean(np.log2(norms)) - 0.5 * np.log2(n)))
+        Hp = H + int(self.intercept)
+        X = np.empty((n, Hp))  # Phi~ in the factor's coordinates
+        np.copyto(X[:, :H], feats)
+        if self.intercept:
+            X[:, H] = const
+        Y = X if ridge_rows is None else np.vstack([X, np.c_[ridge_rows, np.zeros((H, Hp - H))]])
+        (Rf,) = linalg.qr(Y, mode="r", check_finite=False)
+        Rf = np.ascontiguousarray(Rf[:Hp])
+        # kept as Phi~^T (H+1, n), C order: the layout of the cached dual matrix (and of the
+        # inner product), in which a query's alpha = z^T Phi~^T streams the rows of the
+        # memory once (the (n, H+1) layout's GEMV is about twice as slow with OpenBLAS)
+        PT = np.ascontiguousarray(X.T)
+        PT.setflags(write=False)
+        self._phi_aug_t, self._solve_scale, self._solve_const = PT, scale, const
+        if solver == "lstsq":  # minimum norm: z = W_k S_k^-2 W_k^T phi~
+            _, sv, Wt = linalg.svd(Rf, check_finite=False)
+            keep = sv > float(sv[0]) * max(n, Hp) * np.finfo(float).eps
+            self._gram_factor = None
+            self._gram_eig = (np.ascontiguousarray(Wt[keep].T), sv[keep] ** 2)
+        else:
+            self._gram_factor = np.asfortranarray(Rf)
+            self._gram_eig = None
+
+    def _alpha_solve(self, Q: np.ndarray) -> np.ndarray:
+        """:math:`\\alpha = \\tilde\\Phi\\,(\\tilde G + \\lambda M)^{-1}\\tilde\\varphi`
+        for a validated batch, shape (m, n): two triangular solves per query (BLAS ``trsm``
+        on the (H+1, m) right-hand sides), then one matrix-vector product (a GEMM for m > 1)
+        with :math:`\\tilde\\Phi`."""
+        m, H = Q.shape
+        Qa = np.empty((m, self._phi_aug_t.shape[0]))
+        np.multiply(Q, self._solve_scale, out=Qa[:, :H])
+        if self.intercept:
+            Qa[:, H] = self._solve_const
+        B = Qa.T  # (H+1, m), Fortran order: trsm works on it in place
+        if self._gram_factor is not None:
+            trsm = linalg.blas.dtrsm
+            Rf = self._gram_factor
+            Z = trsm(1.0, Rf, B, side=0, lower=0, trans_a=1, overwrite_b=1)  # R^T y = phi~
+            Z = trsm(1.0, Rf, Z, side=0, lower=0, trans_a=0, overwrite_b=1)  # R z = y
+        else:
+            W, w = self._gram_eig
+            Z = W @ ((W.T @ B) / w[:, None])
+        if m == 1:  # one GEMV
+            return (Z[:, 0] @ self._phi_aug_t)[None, :]
+        return Z.T @ self._phi_aug_t
 
     def coefficients(self, phi: Any) -> np.ndarray:
         """:math:`\\alpha(x)`, shape (m, n) ((n,) for a 1-D query)."""
         Q, single = self._query(phi)
         if self._dual is None:
-            A = self.influence_.coefficients(Q)
+            A = self._alpha_solve(Q)
         else:
             A = Q @ self._dual
             A += self._offset
@@ -452,9 +540,10 @@ class ExactCoefficient(_Attribution):
     def _contrib(self, Q: np.ndarray, acts: np.ndarray) -> np.ndarray:
         """:math:`\\psi_i(a, x) = \\alpha_i(x) r_i(a)` (eq. 15), shape (m, n)."""
         if self._dual is None:
-            return self.influence_.contributions(Q, acts)
-        A = Q @ self._dual
-        A += self._offset
+            A = self._alpha_solve(Q)
+        else:
+            A = Q @ self._dual
+            A += self._offset
         return self._per_action(Q, acts, A, self.returns_)
 
 

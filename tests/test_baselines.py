@@ -7,7 +7,9 @@ import os
 import numpy as np
 import pytest
 import torch
-from scipy import stats
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from scipy import linalg, stats
 
 from cbdt import CaseInfluence
 from cbdt.baselines import (
@@ -71,6 +73,100 @@ def test_exact_precompute_matches_case_influence(feats):
     ex = ExactCoefficient(ridge=0.5).fit(Phi, R)
     ci = CaseInfluence(ridge=0.5, intercept=True).fit(Phi, R)
     np.testing.assert_allclose(ex.coefficients(Q), ci.coefficients(Q), atol=1e-12)
+
+
+def _max_rel(a, b):
+    """Largest entry of |a - b| relative to the largest |b| (near-zero entries of b are fine)."""
+    return float(np.abs(a - b).max() / np.abs(b).max())
+
+
+@pytest.mark.parametrize("intercept", [True, False])
+@pytest.mark.parametrize("log2_scale", [-300, -40, 0, 3, 40, 330])
+@settings(max_examples=10, deadline=None)
+@given(
+    seed=st.integers(0, 2**16),
+    n=st.integers(12, 60),
+    H=st.integers(1, 8),
+    ridge=st.sampled_from([0.0, 0.5]),
+)
+def test_exact_per_query_solve_equals_cached_dual(seed, n, H, ridge, log2_scale, intercept):
+    """precompute=False (triangular solves per query) and precompute=True (cached dual) give
+    the same alpha and psi (eq. 10, 11, 15) to 1e-10, at any global scale of Phi, and both
+    equal CaseInfluence's. Before the fix, precompute=True read the dual off alpha(e_j) -
+    alpha(0), which cancelled to nothing when |Phi| was far from 1 (relative error ~1 at
+    2^330)."""
+    rng = np.random.default_rng(seed)
+    c = 2.0**log2_scale
+    Phi = c * np.tanh(rng.normal(size=(n, H)))
+    R = rng.normal(size=(n, 3))
+    Q = c * np.tanh(rng.normal(size=(4, H)))
+    kw = dict(ridge=ridge * c * c, intercept=intercept)
+    ci = CaseInfluence(**kw).fit(Phi, R)
+    pre = ExactCoefficient(**kw).fit(Phi, R)
+    solve = ExactCoefficient(**kw, precompute=False).fit(Phi, R)
+    acts = np.array([0, 2, 1, 2])
+    ref = ci.contributions(Q, acts)
+    assert _max_rel(solve.contributions(Q, acts), pre.contributions(Q, acts)) < 1e-10
+    assert _max_rel(solve.contributions(Q, acts), ref) < 1e-10
+    assert _max_rel(pre.contributions(Q, acts), ref) < 1e-10
+    assert _max_rel(solve.coefficients(Q), ci.coefficients(Q)) < 1e-10
+    assert _max_rel(solve.contributions(Q[1], 2), ref[1]) < 1e-10  # one query: the GEMV path
+
+
+def test_exact_per_query_solve_minimum_norm():
+    """solver='lstsq' on a rank-deficient Phi (a dead unit, a duplicated unit): the
+    per-query path gives the minimum-norm alpha of the cached dual and of CaseInfluence."""
+    rng = np.random.default_rng(7)
+    Phi = np.tanh(rng.normal(size=(90, 7)))
+    Phi[:, 2] = 0.0
+    Phi[:, 5] = 2.0 * Phi[:, 4]
+    R = rng.normal(size=(90, 3))
+    Q = np.tanh(rng.normal(size=(5, 7)))
+    Q[:, 2], Q[:, 5] = 0.0, 2.0 * Q[:, 4]
+    ci = CaseInfluence(intercept=True, solver="lstsq").fit(Phi, R)
+    pre = ExactCoefficient(solver="lstsq").fit(Phi, R)
+    solve = ExactCoefficient(solver="lstsq", precompute=False).fit(Phi, R)
+    assert solve._gram_factor is None  # the SVD of the factor, not a triangular solve
+    assert _max_rel(solve.contributions(Q, 1), pre.contributions(Q, 1)) < 1e-10
+    assert _max_rel(solve.coefficients(Q), ci.coefficients(Q)) < 1e-10
+
+
+def test_exact_per_query_solve_holds_no_dual_and_solves_per_query(feats, monkeypatch):
+    """precompute=False keeps Phi~ = [Phi, 1] and a triangular factor, no (n, H) dual matrix,
+    never asks its CaseInfluence (which caches one) for coefficients or contributions, and
+    answers each call by two triangular solves (BLAS trsm) and one product with Phi~.
+    Before the fix it answered through CaseInfluence.contributions (the cached dual)."""
+    Phi, R, Q = feats
+    n, H = Phi.shape
+    ex = ExactCoefficient(precompute=False).fit(Phi, R)
+    ref = ExactCoefficient().fit(Phi, R)
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("precompute=False must not read CaseInfluence's dual matrix")
+
+    for name in ("coefficients", "contributions", "iter_coefficients", "top_cases"):
+        monkeypatch.setattr(ex.influence_, name, refuse)
+    trsm = linalg.blas.dtrsm
+    calls = []
+
+    def counting_trsm(*args, **kwargs):
+        calls.append(args[1].shape)
+        return trsm(*args, **kwargs)
+
+    monkeypatch.setattr(linalg.blas, "dtrsm", counting_trsm)
+    assert _max_rel(ex.contributions(Q[0], 1), ref.contributions(Q[0], 1)) < 1e-10
+    assert calls == [(H + 1, H + 1)] * 2  # R^T y = phi~, R z = y
+    assert _max_rel(ex.contributions(Q, 2), ref.contributions(Q, 2)) < 1e-10
+    assert _max_rel(ex.coefficients(Q), ref.coefficients(Q)) < 1e-10
+    assert len(calls) == 6
+    np.testing.assert_array_equal(ex.top_cases(Q, k=5).indices, ref.top_cases(Q, k=5).indices)
+    # what it holds: no dual matrix; its only array of n x H entries or more is Phi~^T
+    assert ex._dual is None
+    big = [v for v in vars(ex).values() if isinstance(v, np.ndarray) and v.size >= n * H]
+    assert len(big) == 1
+    assert big[0].shape == (H + 1, n)
+    np.testing.assert_array_equal(big[0][:H], Phi.T)  # |Phi| ~ 1: no rescaling
+    assert np.all(big[0][H] == big[0][H, 0])  # the constant coordinate
 
 
 def test_per_query_actions_and_1d(feats):

@@ -719,8 +719,10 @@ def attribution_timing(
 
     ``scores_ms`` times the attribution from the query's representation(s); ``featurize_ms``
     the forward pass(es) that produce them (one for all methods, one per checkpoint for
-    TracIn). An extra row ``"Ours (alpha), per-query solve"`` times
-    :meth:`cbdt.influence.CaseInfluence.contributions` without the cached dual matrix.
+    TracIn). An extra row ``"Ours (alpha), per-query solve"`` times the exact coefficient
+    without any cached dual matrix, ``ExactCoefficient(precompute=False)``: per query two
+    triangular solves with the probe's factor and one matrix-vector product with
+    :math:`\\tilde\\Phi`.
     ``relative_cost`` divides ``scores_ms`` by the fastest of the five methods of that seed.
 
     BLAS runs on one thread while timing, as in ``benchmarks/bench_attribution.py``: a query
