@@ -401,7 +401,7 @@ def classifier_audit(
     Per seed (:func:`classifier_run`): a seeded split into ``config.n_train`` training and
     the remaining test rows; a :class:`~cbdt.models.CaseNetwork` trained by MSE on the one-hot
     returns; the OLS probe with intercept on its frozen representation
-    (:func:`cbdt.models.probe_fidelity`, minimum-norm ``"lstsq"`` solver when the
+    (:meth:`cbdt.models.CaseNetwork.probe_fidelity`, minimum-norm ``"lstsq"`` solver when the
     representation is rank-deficient); the network's decisions on the test rows audited with
     :func:`cbdt.audit.audit_signals` (``action`` = the network's decision), once with
     ``rank_by="contribution"`` and once with ``rank_by="coefficient"``. Each score of
