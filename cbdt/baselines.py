@@ -103,6 +103,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 from scipy import linalg
 
+from ._query import CaseQueryMixin
 from ._ranking import top_k_indices
 from ._validation import (
     as_float_matrix,
@@ -193,17 +194,8 @@ class _Attribution:
 
     name: str = ""
 
-    @property
-    def n_features_(self) -> int:
-        """Deprecated: use ``n_features_in_`` (scikit-learn's name)."""
-        value = self.n_features_in_
-        warnings.warn(
-            f"{type(self).__name__}.n_features_ is deprecated and will be removed in the next "
-            "release; use n_features_in_ (scikit-learn's name).",
-            FutureWarning,
-            stacklevel=2,
-        )
-        return value
+    # the estimators' deprecated alias, one definition (cbdt._query)
+    n_features_ = CaseQueryMixin.n_features_
 
     def _check_fitted(self) -> None:
         if not hasattr(self, "n_cases_"):
