@@ -28,7 +28,8 @@ from scipy import linalg
 
 from ._params import ParamsMixin
 from ._query import CaseQueryMixin, Explanation, TopCases
-from ._ranking import _max_row_norm, _rank_block, _rank_dask, _row_blocks, _scan_top_k
+from ._ranking import _max_row_norm, _rank_block, _rank_dask, _scan_top_k
+from ._tsqr import block_rows, factor_memory, qr_r
 from ._validation import (
     as_float_matrix,
     check_action_names,
@@ -305,38 +306,37 @@ class CaseInfluence(CaseQueryMixin, ParamsMixin):
         metric = self._check_metric(H)
         Hp = H + int(self.intercept)
 
-        # One triangular factor of [Phi, 1, R] (float64), reduced over row chunks.
-        T, max_abs = self._tsqr(Phi, R, 1.0, kind)
-        # alpha does not depend on a global scale of Phi. Entries so large (or small) that the
-        # factor or the Gram matrix would overflow (or underflow) are handled by an exact
-        # power-of-two rescaling (scale = 1, and bit-identical results, for every other Phi).
-        scale = 1.0
-        if max_abs > 0 and (not np.all(np.isfinite(T)) or not 2.0**-400 < max_abs < 2.0**400):
-            scale = float(2.0 ** -np.round(np.log2(max_abs)))
-            T, _ = self._tsqr(Phi, R, scale, kind)
-        self._scale = scale
-        L = None
-        if ridge > 0:  # lambda |v|^2 = lambda c^2 |v_c|^2 for the rescaled weights v_c = v / c
-            L = np.zeros((H, T.shape[1]))
+        # One triangular factor of [s Phi, t 1] and Q^T R: CholeskyQR2, or the Householder
+        # TSQR where CholeskyQR2 cannot be trusted (cbdt._tsqr). s and t are exact powers of
+        # two: s keeps the squares of Phi in float64's range (s = 1 for every other Phi),
+        # t balances the constant column against the columns of [Phi; ridge rows] (alpha
+        # does not depend on the scale of any coordinate, Appendix B, but cond([s Phi, t 1])
+        # does).
+        def ridge_rows(scale: float) -> np.ndarray | None:
+            if ridge == 0:
+                return None
+            L = np.zeros((H, Hp))  # lambda |v|^2 = lambda s^2 |v_s|^2 for v_s = v / s
             if self.ridge_metric is None:  # M = I: the rows sqrt(lam) I
                 L[:, :H] = np.eye(H) * (np.sqrt(ridge) * scale)
             else:  # M = U diag(w) U^T: the rows sqrt(lam w) U^T
                 w, U = linalg.eigh(metric)
                 L[:, :H] = (np.sqrt(np.clip(w, 0.0, None) * ridge) * scale)[:, None] * U.T
-        # The constant coordinate is equilibrated with the columns of [Phi; ridge rows]: alpha
-        # does not depend on the scale of any coordinate (Appendix B), but the condition
-        # number of [c Phi, 1] does. Its value t is the power of two nearest the geometric
-        # mean of the other columns' norms over sqrt(n), applied exactly to the factor's
-        # column: QR([A, t 1]) = Q [R_A, t r_1].
-        const = _constant_coordinate(T[:Hp, :Hp], L, H) if self.intercept else 1.0
-        if const != 1.0:
-            T = T.copy()
-            T[:, H] *= const
-        self._const = const
-        R0 = np.ascontiguousarray(T[:Hp, :Hp])
-        Tf = T[:Hp]
-        if L is not None:
-            Tf = _qr_r(np.vstack([Tf, L]))[:Hp]
+            return L
+
+        fac = factor_memory(
+            Phi, R, kind=kind, intercept=bool(self.intercept), chunk_size=self.chunk_size,
+            threads=self._fit_threads(n, Hp, kind), ridge_scaled=ridge_rows,
+        )
+        scale, const = fac.scale, fac.const
+        self._scale, self._const = scale, const
+        self.factorization_ = fac.method
+        self.orthogonality_loss_ = fac.omega
+        self._fallback_reason = fac.reason
+        L = ridge_rows(scale)
+        R0 = np.ascontiguousarray(fac.R)
+        Tf = np.hstack([R0, fac.C])
+        if L is not None:  # R_lam^T R_lam = G + lam M: one QR of the factor over the ridge rows
+            Tf = qr_r(np.vstack([Tf, np.hstack([L, np.zeros((H, R.shape[1]))])]))[:Hp]
         Rf, Cf = np.ascontiguousarray(Tf[:, :Hp]), np.ascontiguousarray(Tf[:, Hp:])
 
         solver = "cholesky" if self.solver == "auto" else self.solver
@@ -377,18 +377,16 @@ class CaseInfluence(CaseQueryMixin, ParamsMixin):
             self._factor, self._eig = None, (W, sv[keep] ** 2)
             V = W @ ((Uf[:, keep].T @ Cf) / sv[keep][:, None])  # minimum-norm LS solution
         self._kind = kind
-        if kind == "array":  # cache the dual matrix Phi (G + lam M)^-1; Phi itself is not kept
-            ridge_rows = None if L is None else L[:, :Hp]
-            self._dual, V_dual = self._make_dual(Phi, scale, ridge_rows, rank, R)
+        self._dual = None
+        if kind == "array" and rank < Hp:
+            # minimum norm on a rank-deficient memory: the seminormal form would divide by the
+            # squares of tiny singular values, so the dual matrix is formed from a thin Q
+            self._dual, V = self._min_norm_dual(fac.memory, L, rank, R)
             self._Phi = None
-            if V_dual is not None:  # from the same factorisation as D: Prop. 1 to rounding
-                V = V_dual
-            elif L is not None:
-                V = self._dual.T @ R
-        else:  # memmap or dask array: kept by reference, read at every query
-            self._dual, self._Phi = None, Phi
+        else:  # the fit's copy [s Phi, 1] (in memory), or the memmap / dask Phi itself
+            self._Phi = fac.memory if kind == "array" else Phi
             if L is not None:
-                V = self._solve(R0.T @ T[:Hp, Hp:])
+                V = self._solve(R0.T @ fac.C)
         # With a ridge the readout is taken from the same solves as the coefficients,
         # V = (G + lam M)^-1 Phi^T R: the QR readout R_lam^-1 Q^T [R; 0] loses digits as
         # lam / |G| grows (relative error ~ eps sqrt(lam / |G|)), and the scores would drift
@@ -440,89 +438,44 @@ class CaseInfluence(CaseQueryMixin, ParamsMixin):
         if self.intercept:
             self.intercept_ = V[H] * const
 
-    def _tsqr(
-        self, Phi: Any, R: np.ndarray, scale: float, kind: str
-    ) -> tuple[np.ndarray, float]:
-        """Triangular factor of ``[scale * Phi, 1, R]`` over row chunks, and max |Phi|."""
+    def _fit_threads(self, n: int, Hp: int, kind: str) -> int:
+        """Python threads for the fit's passes: numpy's BLAS threads, one per four blocks."""
         if kind == "dask":
-            return _tsqr_dask(Phi, R, scale, self.intercept)
-        from ._threads import blas_threads, single_threaded_blas
+            return 1  # the workers do the work
+        from ._threads import blas_threads
 
-        n = Phi.shape[0]
-        # each thread folds its share of every chunk into a factor of its own (numpy and
-        # LAPACK release the GIL); BLAS is pinned to one thread for these small QRs, and the
-        # factors are stacked and reduced by one more QR (a reduction tree of depth two).
-        p = Phi.shape[1] + int(self.intercept) + R.shape[1]
-        small = p <= 256  # small folds: pinned BLAS, one fold per Python thread
-        threads = max(1, min(blas_threads(), n // (4 * _TSQR_ROWS))) if small else 1
-        Ts: list[np.ndarray | None] = [None] * threads
-        mx = [0.0] * threads
+        return max(1, min(blas_threads(), n // (4 * block_rows(Hp))))
 
-        def fold(j: int, a: int, b: int) -> None:
-            if b > a:
-                Ts[j], m_ = _chunk_r(Phi[a:b], R[a:b], scale, self.intercept, Ts[j], a)
-                mx[j] = max(mx[j], m_)
-
-        from contextlib import nullcontext
-
-        # large folds (wide H) are level-3 work that BLAS's own threads share better
-        with single_threaded_blas() if small else nullcontext():
-            if threads == 1:
-                for start in range(0, n, self.chunk_size):
-                    fold(0, start, min(n, start + self.chunk_size))
-            else:
-                from concurrent.futures import ThreadPoolExecutor
-
-                with ThreadPoolExecutor(threads) as pool:
-                    for start in range(0, n, self.chunk_size):
-                        stop = min(n, start + self.chunk_size)
-                        cut = np.linspace(start, stop, threads + 1).round().astype(int)
-                        list(pool.map(fold, range(threads), cut[:-1], cut[1:]))
-            done = [t for t in Ts if t is not None]
-            T = done[0] if len(done) == 1 else _qr_r(np.vstack(done))
-        return T, max(mx)
-
-    def _make_dual(
+    def _min_norm_dual(
         self,
-        Phi: np.ndarray,
-        scale: float,
+        memory: np.ndarray,
         ridge_rows: np.ndarray | None,
         rank: int,
         R: np.ndarray,
-    ) -> tuple[np.ndarray, np.ndarray | None]:
-        """D = [scale Phi, 1] (G + lam M)^-1 (or its pseudo-inverse), (n, H'), C order,
-        read-only; for the minimum-norm solver also the readout D^T R of the same factors."""
-        n, H = Phi.shape
-        Hp = H + int(self.intercept)
-        D = np.empty((n, Hp))
-        if scale != 1.0:
-            np.multiply(Phi, scale, out=D[:, :H])
-        else:
-            np.copyto(D[:, :H], Phi)
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Dual matrix ``D = X R_q^+ R_q^+T`` of the minimum-norm solver on a rank-deficient
+        memory (n, H'), read-only, and the readout ``D^T R`` of the same factors.
+
+        The seminormal form would divide by the squares of the tiny singular values, so use
+        the thin Q of ``[X; sqrt(lam) M^1/2] = Q R_q`` with ``R_q = U S W^T``: ``alpha = Q U_k
+        S_k^-1 W_k^T phi`` (no pseudo-inverse formed); ``X = [s Phi, t 1]``.
+        """
+        n = memory.shape[0]
+        X = np.array(memory)
         if self.intercept:
-            D[:, H] = self._const
-        if self._factor is not None:  # D^T = R^-1 R^-T [Phi, 1]^T, in place (D.T is F order)
-            trsm = linalg.blas.dtrsm
-            Dt = trsm(1.0, self._factor, D.T, side=0, lower=0, trans_a=1, overwrite_b=1)
-            Dt = trsm(1.0, self._factor, Dt, side=0, lower=0, trans_a=0, overwrite_b=1)
-            if not np.shares_memory(Dt, D):  # pragma: no cover - f2py copied: keep its result
-                D = np.ascontiguousarray(Dt.T)
-        else:
-            # minimum norm, rank-deficient: the seminormal form would divide by s^2 of the
-            # tiny singular values, so use the thin Q of [Phi; sqrt(lam) M^1/2] = Q R_q with
-            # R_q = U S W^T: alpha = Q U_k S_k^-1 W_k^T phi (no pseudo-inverse formed)
-            X = D if ridge_rows is None else np.vstack([D, ridge_rows])
-            Q, Rq = linalg.qr(X, mode="economic", overwrite_a=True, check_finite=False)
-            U, sv, Wt = linalg.svd(Rq, check_finite=False)
-            QU = Q[:n] @ U[:, :rank]
-            D = (QU / sv[:rank]) @ Wt[:rank]
-            D.setflags(write=False)
-            return D, Wt[:rank].T @ ((QU.T @ R) / sv[:rank, None])
+            X[:, -1] = self._const
+        if ridge_rows is not None:
+            X = np.vstack([X, ridge_rows])
+        Q, Rq = linalg.qr(X, mode="economic", overwrite_a=True, check_finite=False)
+        U, sv, Wt = linalg.svd(Rq, check_finite=False)
+        QU = Q[:n] @ U[:, :rank]
+        D = (QU / sv[:rank]) @ Wt[:rank]
         D.setflags(write=False)
-        return D, None
+        return D, Wt[:rank].T @ ((QU.T @ R) / sv[:rank, None])
 
     # ------------------------------------------------------------------ persistence
-    _FORMAT = 2
+    _FORMAT = 3
+    _READS = (2, 3)  # format 2 (a cached dual matrix) is still read
 
     def save(self, path: Any, *, include_phi: bool = True) -> None:
         """Write the fitted decomposition to an ``.npz`` file (no pickle).
@@ -554,6 +507,8 @@ class CaseInfluence(CaseQueryMixin, ParamsMixin):
             ),
             "solver_": np.array(self.solver_),
             "const": np.array(self._const),
+            "factorization_": np.array(self.factorization_),
+            "orthogonality_loss_": np.array(self.orthogonality_loss_),
         }
         if self.ridge_metric is not None:
             arrays["ridge_metric"] = np.asarray(self.ridge_metric, dtype=np.float64)
@@ -569,6 +524,8 @@ class CaseInfluence(CaseQueryMixin, ParamsMixin):
         if include_phi:
             if self._dual is not None:
                 arrays["dual"] = self._dual
+            elif self._kind == "array" and self._Phi is not None:  # the fit's copy [s Phi, 1]
+                arrays["memory"] = self._Phi
             elif self._Phi is not None:  # in its own dtype: a float32 memmap is not widened
                 Phi = self._Phi
                 if _is_dask(Phi):
@@ -587,7 +544,7 @@ class CaseInfluence(CaseQueryMixin, ParamsMixin):
             :class:`~cbdt.exceptions.InputError` when the file was saved without ``Phi``.
         """
         with np.load(path, allow_pickle=False) as f:
-            if "format" not in f or int(f["format"]) != cls._FORMAT:
+            if "format" not in f or int(f["format"]) not in cls._READS:
                 raise InputError(
                     f"{path!s} is not a CaseInfluence file of format {cls._FORMAT} (written by "
                     "CaseInfluence.save of this version); refit and save it again."
@@ -635,6 +592,7 @@ class CaseInfluence(CaseQueryMixin, ParamsMixin):
             "V": (Hp, A),
             "factor": (Hp, Hp),
             "dual": (n, Hp),
+            "memory": (n, Hp),
             "Phi": (n, H),
             "eig_W": (Hp, None),
             "eig_w": (None,),
@@ -663,8 +621,14 @@ class CaseInfluence(CaseQueryMixin, ParamsMixin):
         else:
             ci._factor, ci._eig = None, (f["eig_W"], f["eig_w"])
         ci._dual = f["dual"] if "dual" in f else None
-        ci._Phi = f["Phi"] if "Phi" in f else None
-        ci._kind = "array" if ci._Phi is None else "loaded"
+        if "memory" in f:  # the fit's copy [s Phi, 1]
+            ci._Phi, ci._kind = f["memory"], "array"
+        else:
+            ci._Phi = f["Phi"] if "Phi" in f else None
+            ci._kind = "array" if ci._Phi is None else "loaded"
+        ci.factorization_ = str(f["factorization_"]) if "factorization_" in f else "unknown"
+        ci.orthogonality_loss_ = (
+            float(f["orthogonality_loss_"]) if "orthogonality_loss_" in f else float("nan"))
         for arr in (ci._dual, ci._Phi):
             if arr is not None:
                 arr.setflags(write=False)
@@ -910,13 +874,38 @@ class CaseInfluence(CaseQueryMixin, ParamsMixin):
                 "Save with include_phi=True, or use scores() and leverage(), which do not."
             )
 
+    def _solve_each(self, rhs: np.ndarray) -> np.ndarray:
+        """:meth:`_solve` one column at a time (BLAS level 2), so a query's solution does
+        not depend on the other queries of the batch; (H', m), C order."""
+        out = np.empty(rhs.shape)
+        if self._factor is not None:
+            trsv = linalg.blas.dtrsv
+            Rf = self._factor
+            for j in range(rhs.shape[1]):
+                z = trsv(Rf, rhs[:, j], trans=1)  # R^T y = rhs
+                out[:, j] = trsv(Rf, z, overwrite_x=1)  # R z = y
+            return out
+        W, w = self._eig
+        for j in range(rhs.shape[1]):
+            out[:, j] = W @ ((rhs[:, j] @ W) / w)
+        return out
+
     def _query_side(self, Q: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
-        """(Y, bias) with alpha = X Y + bias for the case-side chunks X of :meth:`_chunks`."""
+        """(Y, bias) with alpha = X Y + bias for the case-side chunks X of :meth:`_chunks`.
+
+        Each query is solved on its own (:meth:`_solve_each`), so its coefficients, and
+        the values and ties of its ranking, do not depend on the batch.
+        """
         Qa = self._augment(Q)
-        if self._dual is not None:  # X = dual rows: alpha = D [c phi; 1]
+        if self._dual is not None:  # X = dual rows: alpha = D [s phi; t]
             return np.ascontiguousarray(Qa.T), None
-        Z = self._solve(Qa.T)  # X = Phi rows: alpha = Phi (c z_H) + z_const
+        Z = self._solve_each(Qa.T)  # z = (G + lam M)^-1 [s phi; t]
         H = self.n_features_in_
+        if self._kind == "array":  # X = the fit's copy [s Phi, 1]: alpha = X [z_H; t z_c]
+            if self.intercept:
+                Z[H] *= self._const
+            return Z, None
+        # X = Phi rows (memmap, dask, loaded): alpha = Phi (s z_H) + t z_c
         Y = Z[:H] * self._scale if self._scale != 1.0 else np.ascontiguousarray(Z[:H])
         return Y, (Z[H] * self._const if self.intercept else None)
 
@@ -958,7 +947,10 @@ class CaseInfluence(CaseQueryMixin, ParamsMixin):
             out[:] = (self._Phi @ Y).compute().T
         else:
             for s, X in self._chunks():
-                np.matmul(Y.T, X.T, out=out[:, s : s + X.shape[0]])
+                if Q.shape[0] == 1:  # a matrix-vector product (GEMV)
+                    np.matmul(X, Y[:, 0], out=out[0, s : s + X.shape[0]])
+                else:
+                    np.matmul(Y.T, X.T, out=out[:, s : s + X.shape[0]])
         if bias is not None:
             out += bias[:, None]
         return out
@@ -1004,16 +996,22 @@ class CaseInfluence(CaseQueryMixin, ParamsMixin):
         self._need_memory()
         m = Q.shape[0]
         Rt = self._returns_t if weight == "psi" else None
-        if self._dual is not None and m <= self.batch_size and m * self.n_cases_ <= self._SCAN_ENTRIES:
+        X = self._dual if self._dual is not None else (
+            self._Phi if self._kind == "array" else None)
+        if X is not None and m <= self.batch_size and m * self.n_cases_ <= self._SCAN_ENTRIES:
             # one small block (one query: a GEMV): formed, bounded and refined directly; the
-            # largest dual row norm and returns per action are kept from the first call
+            # largest row norm of the memory and returns per action are kept from the first
+            # call
             memo = getattr(self, "_rank_memo", None)
-            if memo is None or memo[0] is not self._dual or memo[1] is not self._returns_t:
-                memo = (self._dual, self._returns_t, _max_row_norm(self._dual),
+            if memo is None or memo[0] is not X or memo[1] is not self._returns_t:
+                memo = (X, self._returns_t, _max_row_norm(X),
                         np.abs(self._returns_t).max(axis=1))
                 self._rank_memo = memo
-            return _rank_block(self._alpha(Q), self._augment(Q), self._dual, Rt, acts, k, key,
-                               memo[2], memo[3], self._returns_absmax)
+            Y, _ = self._query_side(Q)
+            Yt = np.ascontiguousarray(Y.T)
+            B = np.matmul(X, Yt[0])[None, :] if m == 1 else Yt @ X.T
+            return _rank_block(B, Yt, X, Rt, acts, k, key, memo[2], memo[3],
+                               self._returns_absmax)
         idx = np.empty((m, k), dtype=np.intp)
         keys = np.empty((m, k))
         vals = np.empty((m, k))
@@ -1022,12 +1020,7 @@ class CaseInfluence(CaseQueryMixin, ParamsMixin):
             perm = np.argsort(acts[sl], kind="stable")  # equal actions share a row of returns
             ap = acts[sl][perm]
             Qp = Q[sl][perm]
-            if self._dual is not None:
-                Y, bias = self._query_side(Qp)  # the augmented queries themselves
-            else:  # solved one query at a time: a batch's triangular solve differs per column
-                sides = [self._query_side(Qp[i : i + 1]) for i in range(Qp.shape[0])]
-                Y = np.hstack([y for y, _ in sides])
-                bias = None if sides[0][1] is None else np.concatenate([b for _, b in sides])
+            Y, bias = self._query_side(Qp)  # solved query by query: batch-invariant
             if self._kind == "dask":
                 best = _rank_dask(self._Phi, Y, bias, Rt, ap, k, key, self._SCAN_ENTRIES)
             else:
@@ -1041,7 +1034,6 @@ class CaseInfluence(CaseQueryMixin, ParamsMixin):
 
 
 # ---------------------------------------------------------------------- module helpers
-_TSQR_ROWS = 2048  # rows folded into the triangular factor at once (cache-sized QR)
 def _storable_ids(ids: np.ndarray, what: str = "case_ids_") -> np.ndarray:
     """Case ids (or action names) as an array ``np.savez`` writes without pickle (numbers,
     strings, dates)."""
@@ -1063,97 +1055,3 @@ def _storable_ids(ids: np.ndarray, what: str = "case_ids_") -> np.ndarray:
 
 def _is_dask(x: Any) -> bool:
     return type(x).__module__.split(".")[0] == "dask" and hasattr(x, "chunks")
-
-
-def _qr_r(X: np.ndarray) -> np.ndarray:
-    """Upper-triangular factor R of a QR of ``X`` (p x q, p >= q), shape (q, q)."""
-    geqrf = linalg.lapack.dgeqrf
-    # a workspace of 64 columns per row of the factor: LAPACK's blocked (level-3) QR; the
-    # wrapper's minimal default would run the unblocked level-2 code, ~30x slower
-    qr, _, _, info = geqrf(
-        np.asfortranarray(X, dtype=np.float64), lwork=64 * max(1, X.shape[1]), overwrite_a=1
-    )
-    if info != 0:  # pragma: no cover - LAPACK argument error
-        raise RuntimeError(f"LAPACK dgeqrf failed with info = {info}")
-    return np.triu(qr[: X.shape[1]])
-
-
-def _constant_coordinate(T: np.ndarray, L: np.ndarray | None, H: int) -> float:
-    """Power of two for the constant coordinate that balances its column (column ``H`` of
-    the factor ``T``) against the geometric mean of the column norms of ``[Phi; L]``."""
-    X = T[:, :H] if L is None else np.vstack([T[:, :H], L[:, :H]])
-    top = np.abs(X).max(axis=0)
-    ok = top > 0
-    if not ok.any():
-        return 1.0
-    norms = top[ok] * np.sqrt(np.sum((X[:, ok] / top[ok]) ** 2, axis=0))  # no over/underflow
-    one = float(np.sqrt(np.sum(T[:, H] ** 2)))
-    # geometric mean of the column norms, in logarithms (no overflow)
-    ratio_log2 = float(np.mean(np.log2(norms))) - np.log2(one)
-    return float(2.0 ** np.round(ratio_log2))
-
-
-def _chunk_r(
-    block: Any,
-    Rb: np.ndarray,
-    scale: float,
-    intercept: bool,
-    T: np.ndarray | None,
-    start: int,
-) -> tuple[np.ndarray, float]:
-    """Fold the rows ``[scale * block, 1, Rb]`` into the triangular factor ``T``.
-
-    Returns the new factor (p x p, p = H + intercept + |A|) and max |block|. Rows are folded
-    ``_TSQR_ROWS`` at a time: a QR of ``[T; rows]`` small enough to stay in cache runs about
-    3x faster than one of the whole chunk. The first fold stacks the rows on p zero rows, so
-    the factor is square even with fewer rows than columns.
-    """
-    b, H = block.shape
-    Hp = H + int(intercept)
-    p = Hp + Rb.shape[1]
-    if T is None:
-        T = np.zeros((p, p))
-    max_abs = 0.0
-    step = max(_TSQR_ROWS, 2 * p)  # at large H, more rows per fold: the factor's p rows are overhead
-    buf = np.empty((p + min(step, b), p), order="F")
-    for s in range(0, b, step):
-        e = min(b, s + step)
-        X = buf if e - s == step or b < step else np.empty((p + e - s, p), order="F")
-        X[:p] = T
-        Xb = X[p:]
-        np.copyto(Xb[:, :H], block[s:e])  # float32/int memmap rows are converted here
-        if not np.isfinite(Xb[:, :H]).all():
-            bad = ~np.isfinite(Xb[: e - s, :H])
-            rows, cols = np.nonzero(bad)
-            r0, c0 = start + s + int(rows[0]), int(cols[0])
-            raise InputError(
-                f"Phi contains {int(bad.sum())} non-finite value(s) (NaN or inf) in rows "
-                f"{start + s}-{start + e - 1}; the first is {float(Xb[rows[0], cols[0]])!r} at "
-                f"index ({r0}, {c0}) (row {r0}, column {c0}). Training representations must "
-                "be finite: check the network's features for these cases (a NaN input, an "
-                "overflow) or drop the rows from Phi and R."
-            )
-        max_abs = max(max_abs, float(np.abs(Xb[:, :H]).max()))
-        if scale != 1.0:
-            Xb[:, :H] *= scale
-        if intercept:
-            Xb[:, H] = 1.0
-        Xb[:, Hp:] = Rb[s:e]
-        T = _qr_r(X)
-    return T, max_abs
-
-
-
-
-def _tsqr_dask(Phi: Any, R: np.ndarray, scale: float, intercept: bool) -> tuple[np.ndarray, float]:
-    """TSQR of a dask Phi: one factor per row chunk on the workers, then one QR of the
-    stacked factors (a reduction tree of depth two)."""
-    import dask
-
-    parts = [
-        dask.delayed(_chunk_r)(blk, R[o0:o1], scale, intercept, None, o0)
-        for blk, o0, o1 in _row_blocks(Phi)
-    ]
-    done = dask.compute(*parts)
-    T = _qr_r(np.vstack([t for t, _ in done]))
-    return T, max(mx for _, mx in done)

@@ -168,7 +168,7 @@ def _rewrite(path, **changes):
 @pytest.mark.parametrize(
     "key, bad, words",
     [
-        ("dual", lambda a: a[:50], "dual"),
+        ("memory", lambda a: a[:50], "memory"),
         ("returns", lambda a: np.hstack([a, a]), "returns"),
         ("V", lambda a: a[:-1], "V"),
         ("gram_factor", lambda a: a[:2, :2], "gram_factor"),

@@ -1,0 +1,494 @@
+"""Factorisations of the case memory (the kernels behind :meth:`cbdt.CaseInfluence.fit`).
+
+Both routes give the upper-triangular factor :math:`R` of :math:`X = [s\\Phi,\\ t\\mathbf 1]`
+(:math:`R^\\top R = X^\\top X`; :math:`s`, :math:`t` exact powers of two, the constant column
+only with an intercept) and :math:`C = Q^\\top R_{\\text{ret}}` for the returns, from a QR
+factorisation :math:`X = QR`, without ever forming an inverse:
+
+* **CholeskyQR2** (Fukaya et al. 2014; Yamamoto et al. 2015), the fast path. Pass 1 sums the
+  Gram matrix :math:`X^\\top X` block by block and takes its Cholesky factor :math:`R_1`.
+  Pass 2 forms each block of :math:`Y = XR_1^{-1}` by a triangular solve while it is in
+  cache, and sums :math:`Y^\\top Y` and :math:`Y^\\top R_{\\text{ret}}`; a second Cholesky
+  :math:`Y^\\top Y = R_2^\\top R_2` gives :math:`R = R_2R_1` and :math:`C = R_2^{-\\top}Y^\\top
+  R_{\\text{ret}}`. The first pass alone would be the normal equations (errors of order
+  :math:`\\epsilon\\,\\mathrm{cond}(\\Phi)^2`); the second repairs them, because :math:`Y`
+  is well conditioned: :math:`R` is then as backward stable as a Householder QR's. Its work
+  is three products of the size of :math:`\\Phi^\\top\\Phi`, all level-3 BLAS.
+* **Householder TSQR**, the guarded fallback: ``dgeqrf`` folds of ``[X, R_ret]`` over row
+  chunks (a tall-skinny QR), about 4-10 times slower but stable for any condition number.
+
+The fallback is taken when the first Cholesky fails (:math:`\\Phi` numerically rank
+deficient, or :math:`\\epsilon\\,\\mathrm{cond}(\\Phi)^2 \\gtrsim 1`), or when the measured
+orthogonality loss of the first pass, :math:`\\omega = \\lVert Y^\\top Y - I\\rVert_F`, exceeds
+:data:`OMEGA_MAX`: the eigenvalues of :math:`Y^\\top Y` then leave :math:`[1-\\omega,
+1+\\omega]`, so :math:`\\mathrm{cond}(Y)^2 \\le 3` on the fast path and its second Cholesky
+is accurate to rounding.
+
+Sums are deterministic: block ``j`` of ``rows`` rows is added into accumulator ``j mod
+16`` (in block order), and the 16 accumulators are added in order, so the factor does not
+depend on the number of threads. BLAS is pinned to one thread per Python thread.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import nullcontext
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from scipy import linalg
+
+from .exceptions import InputError
+
+__all__ = ["MemoryFactor", "factor_memory", "OMEGA_MAX"]
+
+#: Largest orthogonality loss ``||Y^T Y - I||_F`` of CholeskyQR2's first pass that its second
+#: pass is trusted to repair (``cond(Y)^2 <= (1 + w) / (1 - w) = 3``).
+OMEGA_MAX = 0.5
+_LANES = 16  # accumulators of the block sums: fixed, so the sum order is thread-independent
+_TSQR_ROWS = 2048  # rows folded into the Householder factor at once (cache-sized QR)
+_SCALE_LO, _SCALE_HI = 2.0**-800, 2.0**800  # Gram diagonal outside: rescale Phi (2^k)
+
+
+@dataclass
+class MemoryFactor:
+    """Triangular factor of ``X = [s Phi, t 1]`` and what the estimator needs of the fit.
+
+    Attributes
+    ----------
+    R : ndarray (H', H')
+        Upper triangular, ``R^T R = X^T X`` (H' = H + 1 with an intercept).
+    C : ndarray (H', |A|)
+        ``Q^T R_ret`` (the readout is ``R^-1 C``).
+    scale, const : float
+        The powers of two ``s`` and ``t``.
+    method : str
+        ``"cholesky_qr2"`` or ``"householder_tsqr"``.
+    omega : float
+        ``||Y^T Y - I||_F`` of CholeskyQR2's first pass (nan when it was not reached).
+    reason : str
+        Why the fallback was taken ("" on the fast path).
+    memory : ndarray (n, H') or None
+        In-memory fits: the read-only float64 copy ``[s Phi, 1]`` (the constant column is
+        1, not ``t``) that the queries read; None for a memmap or dask ``Phi``.
+    passes : int
+        Passes over ``Phi`` (reads of every row).
+    """
+
+    R: np.ndarray
+    C: np.ndarray
+    scale: float
+    const: float
+    method: str
+    omega: float
+    reason: str
+    memory: np.ndarray | None
+    passes: int
+
+
+def block_rows(Hp: int) -> int:
+    """Rows of one block: about 1-2 MB of float64, at least 512 rows."""
+    return 4096 if Hp <= 128 else (2048 if Hp <= 512 else 1024)
+
+
+# ---------------------------------------------------------------------- sources
+class _Source:
+    """Row blocks of ``[s Phi, 1]`` in float64 from an array or a memmap (or one dask chunk
+    on a worker). An in-memory source writes them into ``memory`` (pass 1) and reads them
+    back from it (pass 2)."""
+
+    def __init__(self, Phi: Any, intercept: bool, memory: np.ndarray | None):
+        self.Phi, self.intercept, self.memory = Phi, intercept, memory
+        self.n, self.H = Phi.shape
+        self.Hp = self.H + int(intercept)
+
+    def fill(self, a: int, e: int, out: np.ndarray, scale: float) -> np.ndarray:
+        """Rows ``a..e`` of ``[s Phi, 1]`` written into ``out`` (e - a, H')."""
+        H = self.H
+        blk = self.Phi[a:e]
+        if scale == 1.0:
+            np.copyto(out[:, :H], blk, casting="unsafe")  # float32/int memmaps convert here
+        else:
+            np.multiply(blk, scale, out=out[:, :H], casting="unsafe")
+        if self.intercept:
+            out[:, H] = 1.0
+        return out
+
+    def pass1(self, a: int, e: int, buf: np.ndarray, scale: float) -> np.ndarray:
+        out = self.memory[a:e] if self.memory is not None else buf[: e - a]
+        return self.fill(a, e, out, scale)
+
+    def pass2(self, a: int, e: int, buf: np.ndarray, scale: float) -> np.ndarray:
+        out = buf[: e - a]
+        if self.memory is not None:
+            np.copyto(out, self.memory[a:e])
+            return out
+        return self.fill(a, e, out, scale)
+
+
+def _run_lanes(
+    n: int, rows: int, threads: int, work: Callable[[int, int, int, np.ndarray], None],
+    width: int, order: str = "C",
+) -> None:
+    """Call ``work(lane, a, e, buf)`` for every block ``[a, e)`` of ``rows`` rows, block ``j``
+    in lane ``j mod 16``; rounds of 16 consecutive blocks, each round's blocks on
+    ``threads`` Python threads (one buffer per thread), lanes fed in block order."""
+    nb = -(-n // rows)
+    local = threading.local()
+
+    def job(j: int) -> None:
+        buf = getattr(local, "buf", None)
+        if buf is None:
+            buf = local.buf = np.empty((rows, width), order=order)
+        a = j * rows
+        work(j % _LANES, a, min(n, a + rows), buf)
+
+    if threads <= 1 or nb <= 1:
+        for j in range(nb):
+            job(j)
+        return
+    with ThreadPoolExecutor(threads) as pool:
+        for r0 in range(0, nb, _LANES):
+            list(pool.map(job, range(r0, min(nb, r0 + _LANES))))
+
+
+def _gram_pass(src: _Source, scale: float, threads: int) -> np.ndarray:
+    """Pass 1: ``X^T X`` of ``X = [s Phi, 1]`` (H', H')."""
+    Hp = src.Hp
+    acc = np.zeros((_LANES, Hp, Hp))
+
+    def work(lane: int, a: int, e: int, buf: np.ndarray) -> None:
+        Xb = src.pass1(a, e, buf, scale)
+        with np.errstate(over="ignore", invalid="ignore"):  # out of range: rescaled after
+            acc[lane] += Xb.T @ Xb  # numpy calls syrk for X^T X
+
+    _run_lanes(src.n, block_rows(Hp), threads, work, Hp)
+    return _lane_sum(acc)
+
+
+def _lane_sum(acc: np.ndarray) -> np.ndarray:
+    out = acc[0].copy()
+    for x in acc[1:]:
+        out += x
+    return out
+
+
+def _q_pass(
+    src: _Source, Rret: np.ndarray, R1: np.ndarray, scale: float, const: float, threads: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Pass 2: ``Y = X diag(1, t) R_1^-1`` block by block (a triangular solve in cache);
+    returns ``(Y^T Y, Y^T R_ret)``."""
+    Hp, H = src.Hp, src.H
+    A = Rret.shape[1]
+    accG = np.zeros((_LANES, Hp, Hp))
+    accC = np.zeros((_LANES, Hp, A))
+    R1f = np.asfortranarray(R1)
+    trsm = linalg.blas.dtrsm
+    narrow = Hp <= 128  # Y R_1 = X in Fortran order is the faster trsm for narrow blocks
+
+    order = "F" if narrow else "C"
+
+    def work(lane: int, a: int, e: int, buf: np.ndarray) -> None:
+        if e - a < buf.shape[0] and narrow:  # a short last block: a Fortran array of its own
+            buf = np.empty((e - a, Hp), order="F")
+        Wb = src.pass2(a, e, buf, scale)
+        if src.intercept and const != 1.0:
+            Wb[:, H] = const
+        if narrow:  # buf is Fortran-ordered: solve Y R_1 = X in place
+            Y = trsm(1.0, R1f, Wb, side=1, lower=0, trans_a=0, overwrite_b=1)
+        else:  # buf is C-ordered: solve R_1^T Y^T = X^T on its Fortran view
+            Y = trsm(1.0, R1f, Wb.T, side=0, lower=0, trans_a=1, overwrite_b=1).T
+        if not np.shares_memory(Y, Wb):  # pragma: no cover - f2py copied
+            raise RuntimeError("dtrsm did not work in place")
+        accG[lane] += Y.T @ Y
+        accC[lane] += Y.T @ Rret[a:e]
+
+    _run_lanes(src.n, block_rows(Hp), threads, work, Hp, order)
+    return _lane_sum(accG), _lane_sum(accC)
+
+
+# ---------------------------------------------------------------------- checks
+def nonfinite_message(block: np.ndarray, a: int, e: int, start: int = 0) -> str | None:
+    """The error message for the first non-finite entry of ``block`` (rows ``a..e`` of the
+    data, ``start`` added to name absolute rows), or None if it is finite."""
+    bad = ~np.isfinite(block)
+    if not bad.any():
+        return None
+    rows, cols = np.nonzero(bad)
+    r0, c0 = start + a + int(rows[0]), int(cols[0])
+    return (
+        f"Phi contains {int(bad.sum())} non-finite value(s) (NaN or inf) in rows "
+        f"{start + a}-{start + e - 1}; the first is {float(block[rows[0], cols[0]])!r} at "
+        f"index ({r0}, {c0}) (row {r0}, column {c0}). Training representations must be "
+        "finite: check the network's features for these cases (a NaN input, an overflow) or "
+        "drop the rows from Phi and R."
+    )
+
+
+def _max_abs(Phi: Any, chunk: int, start: int = 0) -> float:
+    """``max |Phi|`` in one pass; raises :class:`InputError` at the first non-finite row."""
+    n = Phi.shape[0]
+    top = 0.0
+    for a in range(0, n, chunk):
+        e = min(n, a + chunk)
+        blk = np.asarray(Phi[a:e], dtype=np.float64)
+        msg = nonfinite_message(blk, a, e, start)
+        if msg is not None:
+            raise InputError(msg)
+        if blk.size:
+            top = max(top, float(np.abs(blk).max()))
+    return top
+
+
+def _rescale_for(max_abs: float) -> float:
+    return 1.0 if max_abs == 0 else float(2.0 ** -np.round(np.log2(max_abs)))
+
+
+def _needs_rescale(G: np.ndarray, H: int) -> bool:
+    """The squares of the feature columns (``G``'s first ``H`` diagonal entries) are not
+    finite, or their largest column sum is outside ``2^+-800`` (then ``Phi`` is rescaled by
+    a power of two; the constant column does not count)."""
+    d = np.diagonal(G)[:H]
+    top = float(d.max()) if d.size else 0.0
+    return not (np.all(np.isfinite(d)) and _SCALE_LO < top < _SCALE_HI)
+
+
+def constant_coordinate(norms: np.ndarray, one: float) -> float:
+    """Power of two for the constant coordinate: its column norm ``one`` balanced against
+    the geometric mean of the feature columns' norms ``norms`` (zeros ignored)."""
+    ok = norms > 0
+    if not ok.any() or one == 0:
+        return 1.0
+    return float(2.0 ** np.round(float(np.mean(np.log2(norms[ok]))) - np.log2(one)))
+
+
+# ---------------------------------------------------------------------- the factorisation
+def factor_memory(
+    Phi: Any,
+    Rret: np.ndarray,
+    *,
+    kind: str,
+    intercept: bool,
+    chunk_size: int,
+    threads: int,
+    ridge_scaled: Callable[[float], np.ndarray | None] | None = None,
+) -> MemoryFactor:
+    """Factor ``X = [s Phi, t 1]`` by CholeskyQR2, or by the Householder TSQR when that
+    cannot be trusted (see the module docstring).
+
+    ``ridge_scaled(s)`` gives the ridge rows for the scale ``s`` (they enter the choice of
+    the constant coordinate ``t`` only). ``kind``: ``"array"`` (a float64 ndarray: the fit
+    keeps a copy), ``"memmap"`` or ``"dask"``.
+    """
+    from ._threads import single_threaded_blas
+
+    n, H = Phi.shape
+    Hp = H + int(intercept)
+    memory = np.empty((n, Hp)) if kind == "array" else None
+    pin = single_threaded_blas() if threads > 1 else nullcontext()
+    passes = 0
+    scale = 1.0
+    omega, reason = float("nan"), ""
+    with pin:
+        G1 = _gram(Phi, kind, intercept, memory, scale, threads)
+        passes += 1
+        if _needs_rescale(G1, H):  # non-finite entries, or squares out of float64's range
+            top = _max_abs_any(Phi, kind, chunk_size)  # raises at a non-finite row
+            passes += 1
+            scale = _rescale_for(top)
+            if scale != 1.0:
+                G1 = _gram(Phi, kind, intercept, memory, scale, threads)
+                passes += 1
+        L = None if ridge_scaled is None else ridge_scaled(scale)
+        const = 1.0
+        if intercept:
+            d = np.sqrt(np.clip(np.diagonal(G1)[:H], 0.0, None))
+            if L is not None:
+                d = np.sqrt(d**2 + np.sum(L[:, :H] ** 2, axis=0))
+            const = constant_coordinate(d, math.sqrt(n))
+            if const != 1.0:  # exact: powers of two
+                G1[:, H] *= const
+                G1[H, :] *= const
+        R1, info = linalg.lapack.dpotrf(G1, lower=0, clean=1, overwrite_a=0)
+        if info != 0:
+            reason = (
+                f"the Cholesky factorisation of Phi^T Phi failed at column {info} (Phi is "
+                "rank-deficient or cond(Phi) exceeds about 1e8)"
+            )
+        else:
+            G2, CY = _second(Phi, kind, intercept, memory, Rret, R1, scale, const, threads)
+            passes += 1
+    if info == 0:
+        omega = float(np.linalg.norm(G2 - np.eye(Hp)))
+        R2, info2 = linalg.lapack.dpotrf(G2, lower=0, clean=1)
+        if not omega <= OMEGA_MAX:
+            reason = (
+                f"the first pass lost orthogonality ||Y^T Y - I||_F = {omega:.2g} > "
+                f"{OMEGA_MAX} (cond(Phi) too large for a second pass to repair)"
+            )
+        elif info2 != 0:  # pragma: no cover - excluded by omega <= 1/2
+            reason = "the second Cholesky factorisation failed"
+        else:
+            R = np.triu(R2 @ R1)  # upper triangular times upper triangular
+            C = linalg.solve_triangular(R2, CY, trans="T", check_finite=False)
+            if memory is not None:
+                memory.setflags(write=False)
+            return MemoryFactor(R, C, scale, const, "cholesky_qr2", omega, "", memory, passes)
+    # the guarded fallback: Householder TSQR of [s Phi, t 1, R_ret], read from the fit's
+    # copy where there is one (already scaled), else from Phi
+    T = _householder(Phi if memory is None else memory, Rret, scale if memory is None else 1.0,
+                     const, intercept, chunk_size, threads, kind, from_memory=memory is not None)
+    passes += 1
+    if memory is not None:
+        memory.setflags(write=False)
+    return MemoryFactor(np.ascontiguousarray(T[:Hp, :Hp]), np.ascontiguousarray(T[:Hp, Hp:]),
+                        scale, const, "householder_tsqr", omega, reason, memory, passes)
+
+
+def _max_abs_any(Phi: Any, kind: str, chunk: int) -> float:
+    if kind != "dask":
+        return _max_abs(Phi, chunk)
+    import dask
+
+    from ._ranking import _row_blocks
+
+    parts = [dask.delayed(_max_abs)(blk, max(1, o1 - o0), o0) for blk, o0, o1 in
+             _row_blocks(Phi)]
+    return max(dask.compute(*parts), default=0.0)
+
+
+def _gram(Phi: Any, kind: str, intercept: bool, memory: np.ndarray | None, scale: float,
+          threads: int) -> np.ndarray:
+    if kind != "dask":
+        return _gram_pass(_Source(Phi, intercept, memory), scale, threads)
+    import dask
+
+    from ._ranking import _row_blocks
+
+    parts = [dask.delayed(_chunk_gram)(blk, intercept, scale) for blk, _, _ in _row_blocks(Phi)]
+    return _lane_sum(np.stack(dask.compute(*parts)))
+
+
+def _chunk_gram(block: Any, intercept: bool, scale: float) -> np.ndarray:
+    """Pass 1 on one dask chunk, on a worker."""
+    return _gram_pass(_Source(np.asarray(block), intercept, None), scale, 1)
+
+
+def _second(Phi: Any, kind: str, intercept: bool, memory: np.ndarray | None, Rret: np.ndarray,
+            R1: np.ndarray, scale: float, const: float, threads: int
+            ) -> tuple[np.ndarray, np.ndarray]:
+    if kind != "dask":
+        return _q_pass(_Source(Phi, intercept, memory), Rret, R1, scale, const, threads)
+    import dask
+
+    from ._ranking import _row_blocks
+
+    R1d = dask.delayed(R1)
+    parts = [
+        dask.delayed(_chunk_q)(blk, np.ascontiguousarray(Rret[o0:o1]), R1d, intercept, scale,
+                               const)
+        for blk, o0, o1 in _row_blocks(Phi)
+    ]
+    done = dask.compute(*parts)
+    return _lane_sum(np.stack([g for g, _ in done])), _lane_sum(np.stack([c for _, c in done]))
+
+
+def _chunk_q(block: Any, Rb: np.ndarray, R1: np.ndarray, intercept: bool, scale: float,
+             const: float) -> tuple[np.ndarray, np.ndarray]:
+    """Pass 2 on one dask chunk, on a worker."""
+    return _q_pass(_Source(np.asarray(block), intercept, None), Rb, R1, scale, const, 1)
+
+
+# ---------------------------------------------------------------------- Householder TSQR
+def qr_r(X: np.ndarray) -> np.ndarray:
+    """Upper-triangular factor R of a QR of ``X`` (p x q, p >= q), shape (q, q)."""
+    geqrf = linalg.lapack.dgeqrf
+    # a workspace of 64 columns per row of the factor: LAPACK's blocked (level-3) QR; the
+    # wrapper's minimal default would run the unblocked level-2 code, ~30x slower
+    qr, _, _, info = geqrf(
+        np.asfortranarray(X, dtype=np.float64), lwork=64 * max(1, X.shape[1]), overwrite_a=1
+    )
+    if info != 0:  # pragma: no cover - LAPACK argument error
+        raise RuntimeError(f"LAPACK dgeqrf failed with info = {info}")
+    return np.triu(qr[: X.shape[1]])
+
+
+def _chunk_r(
+    block: Any, Rb: np.ndarray, scale: float, const: float, intercept: bool,
+    T: np.ndarray | None, start: int,
+) -> np.ndarray:
+    """Fold the rows ``[scale * block, const, Rb]`` into the triangular factor ``T``
+    (``_TSQR_ROWS`` rows at a time: a QR small enough to stay in cache). The first fold
+    stacks the rows on p zero rows, so the factor is square even with fewer rows than
+    columns. ``block`` is a float64 copy already scaled when read from the fit's memory."""
+    b, H = block.shape
+    Hp = H + int(intercept)
+    p = Hp + Rb.shape[1]
+    if T is None:
+        T = np.zeros((p, p))
+    step = max(_TSQR_ROWS, 2 * p)  # at large H, more rows per fold
+    buf = np.empty((p + min(step, b), p), order="F")
+    for s in range(0, b, step):
+        e = min(b, s + step)
+        X = buf if e - s == step or b < step else np.empty((p + e - s, p), order="F")
+        X[:p] = T
+        Xb = X[p:]
+        np.copyto(Xb[:, :H], block[s:e, :H], casting="unsafe")
+        msg = nonfinite_message(Xb[:, :H], s, e, start)
+        if msg is not None:
+            raise InputError(msg)
+        if scale != 1.0:
+            Xb[:, :H] *= scale
+        if intercept:
+            Xb[:, H] = const
+        Xb[:, Hp:] = Rb[s:e]
+        T = qr_r(X)
+    return T
+
+
+def _householder(
+    Phi: Any, Rret: np.ndarray, scale: float, const: float, intercept: bool, chunk: int,
+    threads: int, kind: str, *, from_memory: bool = False,
+) -> np.ndarray:
+    """Householder TSQR of ``[s Phi, t 1, R_ret]``: each thread folds its share of every
+    chunk into a factor of its own, and the factors are stacked and reduced by one QR (a
+    reduction tree of depth two); a dask ``Phi`` is folded per chunk on the workers."""
+    if kind == "dask":
+        import dask
+
+        from ._ranking import _row_blocks
+
+        parts = [dask.delayed(_chunk_r)(blk, Rret[o0:o1], scale, const, intercept, None, o0)
+                 for blk, o0, o1 in _row_blocks(Phi)]
+        return qr_r(np.vstack(dask.compute(*parts)))
+    n = Phi.shape[0]
+    H = Phi.shape[1] - int(from_memory and intercept)
+    view = Phi[:, :H] if from_memory else Phi
+    p = H + int(intercept) + Rret.shape[1]
+    small = p <= 256  # small folds: one per Python thread (BLAS already pinned)
+    t = max(1, min(threads, n // (4 * _TSQR_ROWS))) if small else 1
+    Ts: list[np.ndarray | None] = [None] * t
+
+    def fold(j: int, a: int, b: int) -> None:
+        if b > a:
+            Ts[j] = _chunk_r(view[a:b], Rret[a:b], scale, const, intercept, Ts[j], a)
+
+    from ._threads import single_threaded_blas
+
+    # large folds (wide H) are level-3 work that BLAS's own threads share better
+    with single_threaded_blas() if small else nullcontext():
+        if t == 1:
+            for start in range(0, n, chunk):
+                fold(0, start, min(n, start + chunk))
+        else:
+            with ThreadPoolExecutor(t) as pool:
+                for start in range(0, n, chunk):
+                    stop = min(n, start + chunk)
+                    cut = np.linspace(start, stop, t + 1).round().astype(int)
+                    list(pool.map(fold, range(t), cut[:-1], cut[1:]))
+        done = [T for T in Ts if T is not None]
+        return done[0] if len(done) == 1 else qr_r(np.vstack(done))
