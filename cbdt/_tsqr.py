@@ -276,13 +276,15 @@ def factor_memory(
     chunk_size: int,
     threads: int,
     ridge_scaled: Callable[[float], np.ndarray | None] | None = None,
+    householder: bool = False,
 ) -> MemoryFactor:
     """Factor ``X = [s Phi, t 1]`` by CholeskyQR2, or by the Householder TSQR when that
     cannot be trusted (see the module docstring).
 
     ``ridge_scaled(s)`` gives the ridge rows for the scale ``s`` (they enter the choice of
     the constant coordinate ``t`` only). ``kind``: ``"array"`` (a float64 ndarray: the fit
-    keeps a copy), ``"memmap"`` or ``"dask"``.
+    keeps a copy), ``"memmap"`` or ``"dask"``. ``householder=True`` skips CholeskyQR2 (its
+    first pass still gives the scale, the constant coordinate and the copy).
     """
     from ._threads import single_threaded_blas
 
@@ -314,7 +316,9 @@ def factor_memory(
                 G1[:, H] *= const
                 G1[H, :] *= const
         R1, info = linalg.lapack.dpotrf(G1, lower=0, clean=1, overwrite_a=0)
-        if info != 0:
+        if householder:
+            info, reason = -1, "factorization='householder_tsqr' was asked for"
+        elif info != 0:
             reason = (
                 f"the Cholesky factorisation of Phi^T Phi failed at column {info} (Phi is "
                 "rank-deficient or cond(Phi) exceeds about 1e8)"

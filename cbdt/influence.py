@@ -85,6 +85,14 @@ class CaseInfluence(CaseQueryMixin, ParamsMixin):
         Entries (queries x cases) of one block of :meth:`iter_coefficients`, about 128 MB of
         float64. :meth:`top_cases`, :meth:`explain` and :func:`cbdt.audit.audit_signals`
         never hold more than cache-sized blocks of the (m, n) contributions.
+    progress : bool, default=False
+        Show a tqdm progress bar over the blocks of long query calls.
+    factorization : {"auto", "householder_tsqr"}, default="auto"
+        How ``fit`` factors :math:`\\Phi`. ``"auto"``: CholeskyQR2 (two passes of level-3
+        BLAS, about three Gram products of work), falling back to the Householder TSQR when
+        its first Cholesky fails or its measured orthogonality loss exceeds
+        :data:`cbdt._tsqr.OMEGA_MAX` (about :math:`\\mathrm{cond}(\\Phi) > 10^7`).
+        ``"householder_tsqr"``: always the Householder TSQR (slower, the reference path).
 
     All parameters are keyword arguments of the constructor; :meth:`get_params` and
     :meth:`set_params` follow scikit-learn, so ``sklearn.base.clone`` works.
@@ -117,6 +125,13 @@ class CaseInfluence(CaseQueryMixin, ParamsMixin):
         unchanged), so the number does not depend on the units of :math:`\\Phi`.
     solver_ : str
         ``"cholesky"`` or ``"lstsq"``.
+    factorization_ : str
+        The factorisation ``fit`` used: ``"cholesky_qr2"`` (the fast path) or
+        ``"householder_tsqr"`` (the fallback, or asked for).
+    orthogonality_loss_ : float
+        :math:`\\lVert Y^\\top Y - I\rVert_F` of CholeskyQR2's first pass
+        (:math:`Y = \\Phi R_1^{-1}`; about :math:`\\epsilon\\,\\mathrm{cond}(\\Phi)^2`), the
+        measurement that decides the fallback; nan when the first Cholesky failed.
     case_ids_ : ndarray of shape (n,) or None
         The training cases' labels given to ``fit`` (``case_ids=`` or a ``Phi`` DataFrame's
         index); ``None`` when the cases are named by their positions ``0..n-1``.
@@ -126,19 +141,24 @@ class CaseInfluence(CaseQueryMixin, ParamsMixin):
 
     Notes
     -----
-    ``fit`` reduces ``[Phi, 1, R]`` to one triangular factor in float64 over row chunks of
-    ``chunk_size`` rows (a tall-skinny QR), so ``Phi`` may be a :class:`numpy.memmap` larger
-    than memory or a ``dask.array`` on a cluster. The normal equations are never formed, so
-    the error of :math:`\\alpha` grows with :math:`\\mathrm{cond}(\\Phi)`, not its square.
-    For an in-memory ``Phi`` the fit caches the read-only dual matrix
-    :math:`D = \\Phi(G+\\lambda M)^{-1}` (n x H', in place of a copy of ``Phi``), so a
-    query is one GEMM, :math:`\\alpha(x) = D\\varphi(x)`; ``R`` is cached as a read-only
-    float64 copy. Editing the caller's arrays after ``fit`` therefore cannot break
-    Proposition 1. A memmap or dask ``Phi`` is kept by reference and read at every query
-    (:math:`\\alpha = \\Phi\\,(R_\\lambda^{-1}R_\\lambda^{-\\top}\\varphi)`), so its data
-    must not change. The coefficients do not depend on a global scale of ``Phi``: entries so
-    large (or small) that the factor would overflow (or underflow) are rescaled by an exact
-    power of two. No inverse is ever formed.
+    ``fit`` factors :math:`X = [\\Phi, 1]` (the constant only with ``intercept=True``) in
+    float64 over row blocks: CholeskyQR2 (a Gram pass, a Cholesky factor :math:`R_1`, then
+    a pass forming :math:`Y = XR_1^{-1}` block by block and the Cholesky factor of
+    :math:`Y^\\top Y`), whose factor is as backward stable as a Householder QR's while
+    :math:`\\mathrm{cond}(\\Phi) \\lesssim 10^7`, and the Householder TSQR beyond (see
+    ``factorization``). ``Phi`` may be a :class:`numpy.memmap` larger than memory (read in
+    two passes) or a ``dask.array`` on a cluster (each pass per chunk on the workers, the
+    sums on the client). The error of :math:`\\alpha` grows with
+    :math:`\\mathrm{cond}(\\Phi)`, not its square. An in-memory ``Phi`` is copied once into a
+    read-only float64 array (the queries read it, so editing the caller's arrays after
+    ``fit`` cannot break Proposition 1); ``R`` is cached as a read-only float64 copy. A
+    memmap or dask ``Phi`` is kept by reference, so its data must not change. A query
+    solves :math:`z = R_\\lambda^{-1}R_\\lambda^{-\\top}\\varphi(x)` (two triangular solves
+    per query) and forms :math:`\\alpha(x) = \\Phi z` by one matrix product per batch (the
+    seminormal form of a minimum-norm problem, as accurate as the QR form, Paige 1973). The
+    coefficients do not depend on a global scale of ``Phi``: entries so large (or small)
+    that their squares would overflow (or underflow) are rescaled by an exact power of two.
+    No inverse is ever formed.
 
     Ranking: :meth:`top_cases`, :meth:`explain` and :func:`cbdt.audit.audit_signals` form
     the contributions in cache-sized blocks, screen each block in float32 (a bound on the
@@ -173,6 +193,7 @@ class CaseInfluence(CaseQueryMixin, ParamsMixin):
         batch_size: int = 1_024,
         topk_block_entries: int = 16_000_000,
         progress: bool = False,
+        factorization: Literal["auto", "householder_tsqr"] = "auto",
     ) -> None:
         self.ridge = ridge
         self.intercept = intercept
@@ -183,6 +204,7 @@ class CaseInfluence(CaseQueryMixin, ParamsMixin):
         self.batch_size = batch_size
         self.topk_block_entries = topk_block_entries
         self.progress = progress
+        self.factorization = factorization
 
     _PARAMS: tuple[str, ...] = (
         "ridge",
@@ -194,6 +216,7 @@ class CaseInfluence(CaseQueryMixin, ParamsMixin):
         "batch_size",
         "topk_block_entries",
         "progress",
+        "factorization",
     )
     _DEFAULTS: dict[str, Any] = {
         "max_condition": 1e12,
@@ -201,6 +224,7 @@ class CaseInfluence(CaseQueryMixin, ParamsMixin):
         "batch_size": 1_024,
         "topk_block_entries": 16_000_000,
         "progress": False,
+        "factorization": "auto",
     }
 
     def __repr__(self) -> str:
@@ -253,23 +277,30 @@ class CaseInfluence(CaseQueryMixin, ParamsMixin):
 
         Notes
         -----
-        The rows ``[phi_i, 1, r_i]`` (the constant only with ``intercept=True``) are reduced
-        chunk by chunk to one triangular factor (a tall-skinny QR): ``R_0`` with
+        ``X = [phi_i, 1]`` (the constant only with ``intercept=True``) is factored by
+        CholeskyQR2 (or the Householder TSQR, ``factorization_``): ``R_0`` with
         :math:`R_0^\\top R_0 = G` and :math:`c = Q^\\top R`. Ridge rows
-        :math:`\\sqrt\\lambda M^{1/2}` are appended to the same reduction, giving
-        :math:`R_\\lambda^\\top R_\\lambda = G + \\lambda M`, the readout
-        :math:`V = R_\\lambda^{-1} c_\\lambda` (eq. 8/11) and, for an in-memory ``Phi``, the
-        dual matrix :math:`D = \\Phi R_\\lambda^{-1} R_\\lambda^{-\\top} = \\Phi (G+\\lambda
-        M)^{-1}` by two triangular solves, so :math:`\\alpha(x) = D\\varphi(x)` is one GEMM.
-        The normal equations are never formed: the error of :math:`\\alpha` grows with
-        :math:`\\mathrm{cond}(\\Phi)`, not its square (the seminormal form of a minimum-norm
-        problem is as accurate as the QR form, Paige 1973).
+        :math:`\\sqrt\\lambda M^{1/2}` are folded into the factor by one small QR, giving
+        :math:`R_\\lambda^\\top R_\\lambda = G + \\lambda M` and the readout
+        :math:`V = R_\\lambda^{-1} c_\\lambda` (eq. 8/11; with a ridge, :math:`V = (G +
+        \\lambda M)^{-1}R_0^\\top c` from the same solves as the coefficients). An in-memory
+        ``Phi`` is copied once, in the first pass; a query solves
+        :math:`z = R_\\lambda^{-1}R_\\lambda^{-\\top}\\varphi(x)` and forms :math:`\\alpha(x) =
+        \\Phi z`. The normal equations are never solved: the error of :math:`\\alpha` grows
+        with :math:`\\mathrm{cond}(\\Phi)`, not its square (CholeskyQR2's second pass repairs
+        its first, and the seminormal form of a minimum-norm problem is as accurate as the QR
+        form, Paige 1973).
         """
         ridge = check_nonnegative_scalar("ridge", self.ridge)
         self._check_tunables()
         if self.solver not in ("auto", "cholesky", "lstsq"):
             raise InputError(
                 f"solver must be 'auto', 'cholesky' or 'lstsq', got {self.solver!r}."
+            )
+        if self.factorization not in ("auto", "householder_tsqr"):
+            raise InputError(
+                "factorization must be 'auto' (CholeskyQR2, with the Householder TSQR as its "
+                f"guarded fallback) or 'householder_tsqr', got {self.factorization!r}."
             )
         if not isinstance(self.intercept, bool | np.bool_):
             raise InputError(f"intercept must be True or False, got {self.intercept!r}.")
@@ -326,6 +357,7 @@ class CaseInfluence(CaseQueryMixin, ParamsMixin):
         fac = factor_memory(
             Phi, R, kind=kind, intercept=bool(self.intercept), chunk_size=self.chunk_size,
             threads=self._fit_threads(n, Hp, kind), ridge_scaled=ridge_rows,
+            householder=self.factorization == "householder_tsqr",
         )
         scale, const = fac.scale, fac.const
         self._scale, self._const = scale, const
@@ -482,9 +514,9 @@ class CaseInfluence(CaseQueryMixin, ParamsMixin):
 
         The file holds the constructor parameters, the triangular factors of :math:`G` and
         :math:`G + \\lambda M`, the readout, the returns and, unless ``include_phi=False``, what
-        the coefficients need of :math:`\\Phi`: the dual matrix :math:`\\Phi (G+\\lambda M)^{-1}`
-        of an in-memory fit, or :math:`\\Phi` itself for a memmap or dask fit (written out in
-        full). Without it the loaded object still answers :meth:`scores` and
+        the coefficients need of :math:`\\Phi`: the fit's float64 copy of :math:`[\\Phi, 1]`
+        for an in-memory fit (the dual matrix of a rank-deficient minimum-norm fit), or
+        :math:`\\Phi` itself for a memmap or dask fit (written out in full). Without it the loaded object still answers :meth:`scores` and
         :meth:`leverage`, but not the coefficients (eq. 10).
 
         Parameters
@@ -791,8 +823,8 @@ class CaseInfluence(CaseQueryMixin, ParamsMixin):
                 )
             arr, kind = Phi, "memmap"  # finiteness is checked chunk by chunk in the factor
         else:
-            # not kept: the fit caches the dual matrix, a new array, so later edits of the
-            # caller's Phi cannot break Proposition 1
+            # not kept: the fit copies it in its first pass, so later edits of the caller's
+            # Phi cannot break Proposition 1
             arr, kind = as_float_matrix("Phi", Phi, finite=False), "array"
         n, H = arr.shape
         if n == 0 or H == 0:
