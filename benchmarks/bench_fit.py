@@ -11,7 +11,11 @@ so that OpenBLAS's spinning threads of the previous call are asleep):
   (``factorization_``) is stored beside;
 * memmap, n = 10**7, H = 64, float64 and float32 files: the fit against one streaming pass over
   the file (``np.copyto`` of every chunk into a reused float64 buffer) and against the Gram of
-  the same rows read from the file.
+  the same rows read from the file; the reads of the file the fit made (``passes``);
+* dask on a two-process ``LocalCluster``, n = 10**7 in chunks of 10**6 rows read by the
+  workers from the float64 file: the fit against a cost model built from per-chunk times
+  measured in this process (:func:`dask_cost_model`), and the model's prediction for
+  n = 10**9 rows on 16, 64 and 256 workers.
 
 Run: ``python benchmarks/bench_fit.py [--n 1000000] [--n-memmap 10000000] [--widths 64 256
 1024]``; writes ``benchmarks/results/fit.csv`` and ``fit_meta.json``. The memmap files (5.1 GB
@@ -97,13 +101,74 @@ def in_memory(n: int, H: int, repeats: int) -> dict:
         "floor": "numpy Phi.T @ Phi", "floor_s": t_gram, "threaded_gram_s": t_tgram,
         "fit_s": t_fit, "ratio": t_fit / t_gram, "ratio_threaded_gram": t_fit / t_tgram,
         "factorization": ci.factorization_, "omega": ci.orthogonality_loss_,
+        "passes": ci._fit_passes,
     }
-    del Phi, ci
     gc.collect()
     return row
 
 
-def on_file(n: int, dtype: type, folder: Path, repeats: int, H: int = 64) -> dict:
+def load_rows(path: str, a: int, e: int) -> np.ndarray:
+    """Rows ``a..e`` of the ``.npy`` file as float64 (a dask task: the worker reads them)."""
+    return np.array(np.load(path, mmap_mode="r")[a:e], dtype=np.float64)  # read: a copy
+
+
+def dask_cost_model(path: Path, n: int, H: int, chunk: int, repeats: int,
+                    big_n: float = 1e9) -> list[dict]:
+    """The fit on a two-process ``LocalCluster`` against a cost model from per-chunk times.
+
+    Per chunk of ``chunk`` rows, measured in this process on one thread: reading it
+    (``t_read``), pass 1 (its Gram matrix, ``t_gram``) and pass 2 (its triangular solve and
+    Gram matrix, ``t_q``). The model of the fit on ``W`` workers is ``ceil(chunks / W) (2
+    t_read + t_gram + t_q)`` plus the client's small reductions; it is checked against the
+    measured fit at ``n`` on 2 workers and extrapolated to ``big_n`` rows.
+    """
+    import dask
+    import dask.array as da
+    from dask.distributed import Client, LocalCluster
+    from threadpoolctl import threadpool_limits
+
+    from cbdt._tsqr import _chunk_gram, _chunk_q
+
+    R = np.random.default_rng(1).normal(size=(n, 3))
+    with threadpool_limits(1):
+        t_read = timed(lambda: load_rows(str(path), 0, chunk), repeats)
+        X = load_rows(str(path), 0, chunk)
+        t_gram = timed(lambda: _chunk_gram(X, False, 1.0), repeats)
+        G = _chunk_gram(X, False, 1.0)
+        R1 = np.linalg.cholesky(G * (n / chunk)).T
+        t_q = timed(lambda: _chunk_q(X, R[:chunk], R1, False, 1.0, 1.0), repeats)
+    per_chunk = 2 * t_read + t_gram + t_q
+    chunks = -(-n // chunk)
+    blocks = [da.from_delayed(dask.delayed(load_rows)(str(path), a, min(n, a + chunk)),
+                              shape=(min(n, a + chunk) - a, H), dtype=np.float64)
+              for a in range(0, n, chunk)]
+    Phi = da.concatenate(blocks)
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                      dashboard_address=None) as cluster, Client(cluster):
+        ci = cbdt.CaseInfluence()
+        t_fit = timed(lambda: ci.fit(Phi, R), repeats)
+    model = -(-chunks // 2) * per_chunk
+    rows = [{
+        "case": "dask, 2 local workers", "dtype": "float64", "n": n, "H": H,
+        "repeats": repeats, "floor": "cost model: ceil(chunks / 2) (2 read + gram + q)",
+        "floor_s": model, "threaded_gram_s": np.nan, "fit_s": t_fit, "ratio": t_fit / model,
+        "ratio_threaded_gram": np.nan, "factorization": ci.factorization_,
+        "omega": ci.orthogonality_loss_, "chunk_rows": chunk, "t_read_s": t_read,
+        "t_gram_s": t_gram, "t_q_s": t_q,
+    }]
+    big_chunks = int(np.ceil(big_n / chunk))
+    for W in (16, 64, 256):
+        rows.append({
+            "case": f"dask model, {W} workers", "dtype": "float64", "n": int(big_n), "H": H,
+            "repeats": 0, "floor": "cost model", "floor_s": np.nan, "threaded_gram_s": np.nan,
+            "fit_s": -(-big_chunks // W) * per_chunk, "ratio": np.nan,
+            "ratio_threaded_gram": np.nan, "factorization": "cholesky_qr2", "omega": np.nan,
+            "chunk_rows": chunk, "t_read_s": t_read, "t_gram_s": t_gram, "t_q_s": t_q,
+        })
+    return rows
+
+
+def on_file(n: int, dtype: type, folder: Path, repeats: int, H: int = 64) -> list[dict]:
     path = folder / f"phi_{np.dtype(dtype).name}.npy"
     mm = np.lib.format.open_memmap(path, mode="w+", dtype=dtype, shape=(n, H))
     step = 1 << 20
@@ -134,15 +199,17 @@ def on_file(n: int, dtype: type, folder: Path, repeats: int, H: int = 64) -> dic
     t_gram = timed(gram, repeats)
     ci = cbdt.CaseInfluence()
     t_fit = timed(lambda: ci.fit(Phi, R), repeats)
-    row = {
+    rows = [{
         "case": "memmap", "dtype": np.dtype(dtype).name, "n": n, "H": H, "repeats": repeats,
         "floor": "one streaming pass", "floor_s": t_stream, "threaded_gram_s": t_gram,
         "fit_s": t_fit, "ratio": t_fit / t_stream, "ratio_threaded_gram": t_fit / t_gram,
         "factorization": ci.factorization_, "omega": ci.orthogonality_loss_,
-    }
-    del Phi, ci
+        "passes": ci._fit_passes,
+    }]
+    if dtype == np.float64:
+        rows += dask_cost_model(path, n, H, chunk=1_000_000, repeats=repeats)
     path.unlink()
-    return row
+    return rows
 
 
 def main() -> None:
@@ -162,7 +229,7 @@ def main() -> None:
     folder = Path(tempfile.mkdtemp(dir=args.dir))
     try:
         for dtype in (np.float64, np.float32):
-            rows.append(on_file(args.n_memmap, dtype, folder, args.repeats))
+            rows += on_file(args.n_memmap, dtype, folder, args.repeats)
             print(rows[-1], flush=True)
     finally:
         shutil.rmtree(folder, ignore_errors=True)

@@ -198,7 +198,8 @@ def main(argv: list[str] | None = None) -> None:
         ci2 = cbdt.CaseInfluence().fit(P2, R[:n2])
         del P2
         Q2 = np.tanh(np.random.default_rng(5).normal(size=(1024, H)) / 2)
-        t_gemm2 = 16 * gemm_64(Q2[:64], ci2._dual)  # a (1024, n) output would be 16 GB
+        # a (1024, n) output would be 16 GB: 16 GEMMs of 64 queries against an (n, H) matrix
+        t_gemm2 = 16 * gemm_64(Q2[:64], np.ascontiguousarray(ci2._Phi[:, :H]))
         for what, fn in (
             ("top_cases", lambda: ci2.top_cases(Q2, 1, k=10)),
             ("explain", lambda: ci2.explain(Q2, k=10)),

@@ -19,7 +19,7 @@ factorisation :math:`X = QR`, without ever forming an inverse:
 
 The fallback is taken when the first Cholesky fails (:math:`\\Phi` numerically rank
 deficient, or :math:`\\epsilon\\,\\mathrm{cond}(\\Phi)^2 \\gtrsim 1`), or when the measured
-orthogonality loss of the first pass, :math:`\\omega = \\lVert Y^\\top Y - I\\rVert_F`, exceeds
+orthogonality loss of the first pass, :math:`\\omega = \\lVert Y^\\top Y - I\\rVert_2`, exceeds
 :data:`OMEGA_MAX`: the eigenvalues of :math:`Y^\\top Y` then leave :math:`[1-\\omega,
 1+\\omega]`, so :math:`\\mathrm{cond}(Y)^2 \\le 3` on the fast path and its second Cholesky
 is accurate to rounding.
@@ -32,6 +32,7 @@ depend on the number of threads. BLAS is pinned to one thread per Python thread.
 from __future__ import annotations
 
 import math
+import mmap
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -44,11 +45,14 @@ from scipy import linalg
 
 from .exceptions import InputError
 
-__all__ = ["MemoryFactor", "factor_memory", "OMEGA_MAX"]
+__all__ = ["MemoryFactor", "factor_memory", "OMEGA_MAX", "SAMPLE_STRIDE", "SAMPLE_MIN_BLOCKS"]
 
-#: Largest orthogonality loss ``||Y^T Y - I||_F`` of CholeskyQR2's first pass that its second
+#: Largest orthogonality loss ``||Y^T Y - I||_2`` of CholeskyQR2's first pass that its second
 #: pass is trusted to repair (``cond(Y)^2 <= (1 + w) / (1 - w) = 3``).
 OMEGA_MAX = 0.5
+#: Precondition from every SAMPLE_STRIDE-th block of rows when there are at least
+#: SAMPLE_MIN_BLOCKS blocks (the pass-2 check decides whether that sufficed).
+SAMPLE_STRIDE, SAMPLE_MIN_BLOCKS = 8, 64
 _LANES = 16  # accumulators of the block sums: fixed, so the sum order is thread-independent
 _TSQR_ROWS = 2048  # rows folded into the Householder factor at once (cache-sized QR)
 _SCALE_LO, _SCALE_HI = 2.0**-800, 2.0**800  # Gram diagonal outside: rescale Phi (2^k)
@@ -69,14 +73,14 @@ class MemoryFactor:
     method : str
         ``"cholesky_qr2"`` or ``"householder_tsqr"``.
     omega : float
-        ``||Y^T Y - I||_F`` of CholeskyQR2's first pass (nan when it was not reached).
+        ``||Y^T Y - I||_2`` of CholeskyQR2's first pass (nan when it was not reached).
     reason : str
         Why the fallback was taken ("" on the fast path).
     memory : ndarray (n, H') or None
         In-memory fits: the read-only float64 copy ``[s Phi, 1]`` (the constant column is
         1, not ``t``) that the queries read; None for a memmap or dask ``Phi``.
-    passes : int
-        Passes over ``Phi`` (reads of every row).
+    passes : float
+        Reads of ``Phi``, in whole passes (a sampled first pass counts its fraction).
     """
 
     R: np.ndarray
@@ -87,24 +91,42 @@ class MemoryFactor:
     omega: float
     reason: str
     memory: np.ndarray | None
-    passes: int
+    passes: float
+
+
+def _fresh(shape: tuple[int, int]) -> np.ndarray:
+    """An uninitialised float64 array; large ones in anonymous memory advised to use huge
+    pages (Linux), whose first touch costs a fraction of 4 kB pages' page faults (measured:
+    0.1 s instead of up to 0.9 s for 520 MB on the benchmark machine)."""
+    nbytes = int(np.prod(shape)) * 8
+    advise = getattr(mmap, "MADV_HUGEPAGE", None)
+    if nbytes < (64 << 20) or advise is None or not hasattr(mmap, "MAP_ANONYMOUS"):
+        return np.empty(shape)
+    try:
+        buf = mmap.mmap(-1, nbytes, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+        buf.madvise(advise)
+    except (OSError, ValueError):  # pragma: no cover - no anonymous mmap or madvise here
+        return np.empty(shape)
+    return np.frombuffer(buf, dtype=np.float64).reshape(shape)
 
 
 def block_rows(Hp: int) -> int:
-    """Rows of one block: about 1-2 MB of float64, at least 512 rows."""
-    return 4096 if Hp <= 128 else (2048 if Hp <= 512 else 1024)
+    """Rows of one block (measured best for pass 2 on the benchmark machine, 512 kB of L2
+    per core: 2048 rows at H = 64, 1024 at H = 256 and 1024)."""
+    return 2048 if Hp <= 128 else 1024
 
 
 # ---------------------------------------------------------------------- sources
 class _Source:
     """Row blocks of ``[s Phi, 1]`` in float64 from an array or a memmap (or one dask chunk
-    on a worker). An in-memory source writes them into ``memory`` (pass 1) and reads them
-    back from it (pass 2)."""
+    on a worker). An in-memory source writes them into ``memory`` on the first full pass
+    and reads them back from it afterwards."""
 
     def __init__(self, Phi: Any, intercept: bool, memory: np.ndarray | None):
         self.Phi, self.intercept, self.memory = Phi, intercept, memory
         self.n, self.H = Phi.shape
         self.Hp = self.H + int(intercept)
+        self.filled = False  # memory holds [s Phi, 1] for the current scale
 
     def fill(self, a: int, e: int, out: np.ndarray, scale: float) -> np.ndarray:
         """Rows ``a..e`` of ``[s Phi, 1]`` written into ``out`` (e - a, H')."""
@@ -118,13 +140,16 @@ class _Source:
             out[:, H] = 1.0
         return out
 
-    def pass1(self, a: int, e: int, buf: np.ndarray, scale: float) -> np.ndarray:
-        out = self.memory[a:e] if self.memory is not None else buf[: e - a]
-        return self.fill(a, e, out, scale)
+    def pass1(self, a: int, e: int, buf: np.ndarray, scale: float, full: bool) -> np.ndarray:
+        if self.memory is not None and full:  # a full pass fills the memory on the way
+            return self.fill(a, e, self.memory[a:e], scale)
+        return self.fill(a, e, buf[: e - a], scale)
 
     def pass2(self, a: int, e: int, buf: np.ndarray, scale: float) -> np.ndarray:
-        out = buf[: e - a]
+        out = buf[: e - a]  # a full block, or the short last one in a buffer of its size
         if self.memory is not None:
+            if not self.filled:
+                self.fill(a, e, self.memory[a:e], scale)
             np.copyto(out, self.memory[a:e])
             return out
         return self.fill(a, e, out, scale)
@@ -132,19 +157,21 @@ class _Source:
 
 def _run_lanes(
     n: int, rows: int, threads: int, work: Callable[[int, int, int, np.ndarray], None],
-    width: int, order: str = "C",
+    width: int, order: str = "C", stride: int = 1,
 ) -> None:
-    """Call ``work(lane, a, e, buf)`` for every block ``[a, e)`` of ``rows`` rows, block ``j``
-    in lane ``j mod 16``; rounds of 16 consecutive blocks, each round's blocks on
-    ``threads`` Python threads (one buffer per thread), lanes fed in block order."""
-    nb = -(-n // rows)
+    """Call ``work(lane, a, e, buf)`` for every ``stride``-th block ``[a, e)`` of ``rows``
+    rows, the ``i``-th of them in lane ``i mod 16``; rounds of 16 blocks, each round's
+    blocks on ``threads`` Python threads (one buffer per thread), lanes fed in block
+    order."""
+    nb = -(-n // (rows * stride))
+    rows_step = rows * stride
     local = threading.local()
 
     def job(j: int) -> None:
         buf = getattr(local, "buf", None)
         if buf is None:
             buf = local.buf = np.empty((rows, width), order=order)
-        a = j * rows
+        a = j * rows_step
         work(j % _LANES, a, min(n, a + rows), buf)
 
     if threads <= 1 or nb <= 1:
@@ -156,17 +183,19 @@ def _run_lanes(
             list(pool.map(job, range(r0, min(nb, r0 + _LANES))))
 
 
-def _gram_pass(src: _Source, scale: float, threads: int) -> np.ndarray:
-    """Pass 1: ``X^T X`` of ``X = [s Phi, 1]`` (H', H')."""
+def _gram_pass(src: _Source, scale: float, threads: int, stride: int = 1) -> np.ndarray:
+    """Pass 1: ``X^T X`` of ``X = [s Phi, 1]`` (H', H'), over every ``stride``-th block."""
     Hp = src.Hp
     acc = np.zeros((_LANES, Hp, Hp))
+    full = stride == 1
 
     def work(lane: int, a: int, e: int, buf: np.ndarray) -> None:
-        Xb = src.pass1(a, e, buf, scale)
+        Xb = src.pass1(a, e, buf, scale, full)
         with np.errstate(over="ignore", invalid="ignore"):  # out of range: rescaled after
             acc[lane] += Xb.T @ Xb  # numpy calls syrk for X^T X
 
-    _run_lanes(src.n, block_rows(Hp), threads, work, Hp)
+    _run_lanes(src.n, block_rows(Hp), threads, work, Hp, stride=stride)
+    src.filled = src.memory is not None and full
     return _lane_sum(acc)
 
 
@@ -181,33 +210,36 @@ def _q_pass(
     src: _Source, Rret: np.ndarray, R1: np.ndarray, scale: float, const: float, threads: int
 ) -> tuple[np.ndarray, np.ndarray]:
     """Pass 2: ``Y = X diag(1, t) R_1^-1`` block by block (a triangular solve in cache);
-    returns ``(Y^T Y, Y^T R_ret)``."""
+    returns ``(Y^T Y, Y^T R_ret)``.
+
+    Each block is solved as ``Y R_1 = X`` in a Fortran-ordered buffer ``[Y, R_b]`` (the
+    faster ``dtrsm`` variant, measured with OpenBLAS: about 20% at H = 256), and one
+    symmetric product of the buffer gives both sums.
+    """
     Hp, H = src.Hp, src.H
     A = Rret.shape[1]
     accG = np.zeros((_LANES, Hp, Hp))
     accC = np.zeros((_LANES, Hp, A))
     R1f = np.asfortranarray(R1)
     trsm = linalg.blas.dtrsm
-    narrow = Hp <= 128  # Y R_1 = X in Fortran order is the faster trsm for narrow blocks
-
-    order = "F" if narrow else "C"
 
     def work(lane: int, a: int, e: int, buf: np.ndarray) -> None:
-        if e - a < buf.shape[0] and narrow:  # a short last block: a Fortran array of its own
-            buf = np.empty((e - a, Hp), order="F")
-        Wb = src.pass2(a, e, buf, scale)
+        if e - a < buf.shape[0]:  # a short last block: a Fortran array of its own
+            buf = np.empty((e - a, Hp + A), order="F")
+        Wb = src.pass2(a, e, buf[:, :Hp], scale)  # Fortran-contiguous columns
         if src.intercept and const != 1.0:
             Wb[:, H] = const
-        if narrow:  # buf is Fortran-ordered: solve Y R_1 = X in place
-            Y = trsm(1.0, R1f, Wb, side=1, lower=0, trans_a=0, overwrite_b=1)
-        else:  # buf is C-ordered: solve R_1^T Y^T = X^T on its Fortran view
-            Y = trsm(1.0, R1f, Wb.T, side=0, lower=0, trans_a=1, overwrite_b=1).T
+        Y = trsm(1.0, R1f, Wb, side=1, lower=0, trans_a=0, overwrite_b=1)
         if not np.shares_memory(Y, Wb):  # pragma: no cover - f2py copied
             raise RuntimeError("dtrsm did not work in place")
-        accG[lane] += Y.T @ Y
-        accC[lane] += Y.T @ Rret[a:e]
+        buf[:, Hp:] = Rret[a:e]
+        S = buf.T @ buf  # [Y, R_b]^T [Y, R_b]: one symmetric product
+        accG[lane] += S[:Hp, :Hp]
+        accC[lane] += S[:Hp, Hp:]
 
-    _run_lanes(src.n, block_rows(Hp), threads, work, Hp, order)
+    with np.errstate(over="ignore", invalid="ignore"):  # non-finite sums: checked after
+        _run_lanes(src.n, block_rows(Hp), threads, work, Hp + A, "F")
+    src.filled = src.memory is not None
     return _lane_sum(accG), _lane_sum(accC)
 
 
@@ -277,45 +309,55 @@ def factor_memory(
     threads: int,
     ridge_scaled: Callable[[float], np.ndarray | None] | None = None,
     householder: bool = False,
+    sample: bool | None = None,
 ) -> MemoryFactor:
-    """Factor ``X = [s Phi, t 1]`` by CholeskyQR2, or by the Householder TSQR when that
-    cannot be trusted (see the module docstring).
+    """Factor ``X = [s Phi, t 1]`` by CholeskyQR2 (or 3), or by the Householder TSQR when
+    that cannot be trusted (see the module docstring).
 
     ``ridge_scaled(s)`` gives the ridge rows for the scale ``s`` (they enter the choice of
     the constant coordinate ``t`` only). ``kind``: ``"array"`` (a float64 ndarray: the fit
     keeps a copy), ``"memmap"`` or ``"dask"``. ``householder=True`` skips CholeskyQR2 (its
-    first pass still gives the scale, the constant coordinate and the copy).
+    first pass still gives the scale, the constant coordinate and the copy). ``sample``:
+    precondition from every :data:`SAMPLE_STRIDE`-th block (default: when there are at
+    least :data:`SAMPLE_MIN_BLOCKS` blocks, not on dask).
     """
     from ._threads import single_threaded_blas
 
     n, H = Phi.shape
     Hp = H + int(intercept)
-    memory = np.empty((n, Hp)) if kind == "array" else None
+    if sample is None:
+        sample = (not householder and kind != "dask"
+                  and n >= SAMPLE_MIN_BLOCKS * block_rows(Hp))
+    memory = _fresh((n, Hp)) if kind == "array" else None
+    src = None if kind == "dask" else _Source(Phi, intercept, memory)
+    stride = SAMPLE_STRIDE if sample else 1
     pin = single_threaded_blas() if threads > 1 else nullcontext()
-    passes = 0
+    reads = 0.0
     scale = 1.0
     omega, reason = float("nan"), ""
+    method = ""
     with pin:
-        G1 = _gram(Phi, kind, intercept, memory, scale, threads)
-        passes += 1
+        G1, frac = _gram(Phi, src, intercept, scale, threads, stride)
+        reads += frac
         if _needs_rescale(G1, H):  # non-finite entries, or squares out of float64's range
             top = _max_abs_any(Phi, kind, chunk_size)  # raises at a non-finite row
-            passes += 1
+            reads += 1
             scale = _rescale_for(top)
             if scale != 1.0:
-                G1 = _gram(Phi, kind, intercept, memory, scale, threads)
-                passes += 1
+                G1, frac = _gram(Phi, src, intercept, scale, threads, stride)
+                reads += frac
         L = None if ridge_scaled is None else ridge_scaled(scale)
         const = 1.0
-        if intercept:
+        if intercept:  # column norms (a sample's scaled to all n rows)
             d = np.sqrt(np.clip(np.diagonal(G1)[:H], 0.0, None))
             if L is not None:
                 d = np.sqrt(d**2 + np.sum(L[:, :H] ** 2, axis=0))
             const = constant_coordinate(d, math.sqrt(n))
-            if const != 1.0:  # exact: powers of two
-                G1[:, H] *= const
-                G1[H, :] *= const
-        R1, info = linalg.lapack.dpotrf(G1, lower=0, clean=1, overwrite_a=0)
+        R_pre, info = linalg.lapack.dpotrf(_balanced(G1, H, const), lower=0, clean=1)
+        if info != 0 and stride > 1 and not householder:  # the sample is rank-deficient
+            G1, frac = _gram(Phi, src, intercept, scale, threads, 1)
+            reads += frac
+            R_pre, info = linalg.lapack.dpotrf(_balanced(G1, H, const), lower=0, clean=1)
         if householder:
             info, reason = -1, "factorization='householder_tsqr' was asked for"
         elif info != 0:
@@ -323,34 +365,66 @@ def factor_memory(
                 f"the Cholesky factorisation of Phi^T Phi failed at column {info} (Phi is "
                 "rank-deficient or cond(Phi) exceeds about 1e8)"
             )
+        for q in range(2 if info == 0 else 0):  # CholeskyQR2, then at most one more pass
+            G2, CY = _second(Phi, src, intercept, Rret, R_pre, scale, const, threads)
+            reads += 1
+            if not np.all(np.isfinite(G2)):  # a row outside the sample: locate or rescale
+                _max_abs_any(Phi, kind, chunk_size)  # raises at a non-finite row
+                if stride == 1:  # pragma: no cover - the full first pass saw every row
+                    raise RuntimeError("non-finite Gram matrix of a finite, rescaled Phi")
+                return factor_memory(Phi, Rret, kind=kind, intercept=intercept,
+                                     chunk_size=chunk_size, threads=threads,
+                                     ridge_scaled=ridge_scaled, sample=False)
+            w = _loss(G2)
+            if q == 0:
+                omega = w
+            R2, info2 = linalg.lapack.dpotrf(G2, lower=0, clean=1)
+            if info2 != 0:
+                reason = f"the Cholesky factorisation of Y^T Y failed (||Y^T Y - I||_2 = {w:.2g})"
+                break
+            if w <= OMEGA_MAX:
+                R = np.triu(R2 @ R_pre)  # upper triangular times upper triangular
+                C = linalg.solve_triangular(R2, CY, trans="T", check_finite=False)
+                method = f"cholesky_qr{q + 2}"
+                break
+            R_pre = np.triu(R2 @ R_pre)  # a better preconditioner for one more pass
         else:
-            G2, CY = _second(Phi, kind, intercept, memory, Rret, R1, scale, const, threads)
-            passes += 1
-    if info == 0:
-        omega = float(np.linalg.norm(G2 - np.eye(Hp)))
-        R2, info2 = linalg.lapack.dpotrf(G2, lower=0, clean=1)
-        if not omega <= OMEGA_MAX:
-            reason = (
-                f"the first pass lost orthogonality ||Y^T Y - I||_F = {omega:.2g} > "
-                f"{OMEGA_MAX} (cond(Phi) too large for a second pass to repair)"
-            )
-        elif info2 != 0:  # pragma: no cover - excluded by omega <= 1/2
-            reason = "the second Cholesky factorisation failed"
-        else:
-            R = np.triu(R2 @ R1)  # upper triangular times upper triangular
-            C = linalg.solve_triangular(R2, CY, trans="T", check_finite=False)
-            if memory is not None:
-                memory.setflags(write=False)
-            return MemoryFactor(R, C, scale, const, "cholesky_qr2", omega, "", memory, passes)
+            if info == 0:
+                reason = (
+                    f"two passes left ||Y^T Y - I||_2 = {w:.2g} > {OMEGA_MAX} (cond(Phi) "
+                    "too large for CholeskyQR)"
+                )
+    if method:
+        if memory is not None:
+            memory.setflags(write=False)
+        return MemoryFactor(R, C, scale, const, method, omega, "", memory, reads)
     # the guarded fallback: Householder TSQR of [s Phi, t 1, R_ret], read from the fit's
-    # copy where there is one (already scaled), else from Phi
-    T = _householder(Phi if memory is None else memory, Rret, scale if memory is None else 1.0,
-                     const, intercept, chunk_size, threads, kind, from_memory=memory is not None)
-    passes += 1
+    # copy where it is filled (already scaled), else from Phi
+    use_memory = src is not None and src.filled
+    T = _householder(memory if use_memory else Phi, Rret, 1.0 if use_memory else scale,
+                     const, intercept, chunk_size, threads, kind, from_memory=use_memory)
+    reads += 1
     if memory is not None:
+        if not use_memory:  # the copy the queries read
+            _gram(Phi, src, intercept, scale, threads, 1)
         memory.setflags(write=False)
     return MemoryFactor(np.ascontiguousarray(T[:Hp, :Hp]), np.ascontiguousarray(T[:Hp, Hp:]),
-                        scale, const, "householder_tsqr", omega, reason, memory, passes)
+                        scale, const, "householder_tsqr", omega, reason, memory, reads)
+
+
+def _loss(G2: np.ndarray) -> float:
+    """``||G2 - I||_2`` from the eigenvalues of the symmetric ``G2`` (O(H^3), small)."""
+    ev = np.linalg.eigvalsh(G2)
+    return float(max(abs(ev[0] - 1.0), abs(ev[-1] - 1.0)))
+
+
+def _balanced(G: np.ndarray, H: int, const: float) -> np.ndarray:
+    """``G`` with the constant coordinate's row and column times ``const`` (exact)."""
+    G = G.copy()
+    if const != 1.0 and G.shape[0] > H:
+        G[:, H] *= const
+        G[H, :] *= const
+    return G
 
 
 def _max_abs_any(Phi: Any, kind: str, chunk: int) -> float:
@@ -365,16 +439,23 @@ def _max_abs_any(Phi: Any, kind: str, chunk: int) -> float:
     return max(dask.compute(*parts), default=0.0)
 
 
-def _gram(Phi: Any, kind: str, intercept: bool, memory: np.ndarray | None, scale: float,
-          threads: int) -> np.ndarray:
-    if kind != "dask":
-        return _gram_pass(_Source(Phi, intercept, memory), scale, threads)
+def _gram(Phi: Any, src: _Source | None, intercept: bool, scale: float, threads: int,
+          stride: int) -> tuple[np.ndarray, float]:
+    """Pass 1 and the fraction of the rows it read."""
+    if src is not None:
+        G = _gram_pass(src, scale, threads, stride)
+        if stride == 1:
+            return G, 1.0
+        rows = block_rows(src.Hp)
+        starts = np.arange(0, src.n, rows * stride)
+        frac = int(np.minimum(rows, src.n - starts).sum()) / src.n
+        return G / frac, frac  # the sample's Gram matrix, scaled to all n rows
     import dask
 
     from ._ranking import _row_blocks
 
     parts = [dask.delayed(_chunk_gram)(blk, intercept, scale) for blk, _, _ in _row_blocks(Phi)]
-    return _lane_sum(np.stack(dask.compute(*parts)))
+    return _lane_sum(np.stack(dask.compute(*parts))), 1.0
 
 
 def _chunk_gram(block: Any, intercept: bool, scale: float) -> np.ndarray:
@@ -382,11 +463,11 @@ def _chunk_gram(block: Any, intercept: bool, scale: float) -> np.ndarray:
     return _gram_pass(_Source(np.asarray(block), intercept, None), scale, 1)
 
 
-def _second(Phi: Any, kind: str, intercept: bool, memory: np.ndarray | None, Rret: np.ndarray,
+def _second(Phi: Any, src: _Source | None, intercept: bool, Rret: np.ndarray,
             R1: np.ndarray, scale: float, const: float, threads: int
             ) -> tuple[np.ndarray, np.ndarray]:
-    if kind != "dask":
-        return _q_pass(_Source(Phi, intercept, memory), Rret, R1, scale, const, threads)
+    if src is not None:
+        return _q_pass(src, Rret, R1, scale, const, threads)
     import dask
 
     from ._ranking import _row_blocks

@@ -129,7 +129,7 @@ class CaseInfluence(CaseQueryMixin, ParamsMixin):
         The factorisation ``fit`` used: ``"cholesky_qr2"`` (the fast path) or
         ``"householder_tsqr"`` (the fallback, or asked for).
     orthogonality_loss_ : float
-        :math:`\\lVert Y^\\top Y - I\rVert_F` of CholeskyQR2's first pass
+        :math:`\\lVert Y^\\top Y - I\\rVert_2` of CholeskyQR2's first pass
         (:math:`Y = \\Phi R_1^{-1}`; about :math:`\\epsilon\\,\\mathrm{cond}(\\Phi)^2`), the
         measurement that decides the fallback; nan when the first Cholesky failed.
     case_ids_ : ndarray of shape (n,) or None
@@ -364,6 +364,7 @@ class CaseInfluence(CaseQueryMixin, ParamsMixin):
         self.factorization_ = fac.method
         self.orthogonality_loss_ = fac.omega
         self._fallback_reason = fac.reason
+        self._fit_passes = fac.passes  # reads of Phi, in whole passes
         L = ridge_rows(scale)
         R0 = np.ascontiguousarray(fac.R)
         Tf = np.hstack([R0, fac.C])
