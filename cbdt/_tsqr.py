@@ -5,26 +5,32 @@ Both routes give the upper-triangular factor :math:`R` of :math:`X = [s\\Phi,\\ 
 only with an intercept) and :math:`C = Q^\\top R_{\\text{ret}}` for the returns, from a QR
 factorisation :math:`X = QR`, without ever forming an inverse:
 
-* **CholeskyQR2** (Fukaya et al. 2014; Yamamoto et al. 2015), the fast path. Pass 1 sums the
-  Gram matrix :math:`X^\\top X` block by block and takes its Cholesky factor :math:`R_1`.
-  Pass 2 forms each block of :math:`Y = XR_1^{-1}` by a triangular solve while it is in
-  cache, and sums :math:`Y^\\top Y` and :math:`Y^\\top R_{\\text{ret}}`; a second Cholesky
-  :math:`Y^\\top Y = R_2^\\top R_2` gives :math:`R = R_2R_1` and :math:`C = R_2^{-\\top}Y^\\top
-  R_{\\text{ret}}`. The first pass alone would be the normal equations (errors of order
-  :math:`\\epsilon\\,\\mathrm{cond}(\\Phi)^2`); the second repairs them, because :math:`Y`
-  is well conditioned: :math:`R` is then as backward stable as a Householder QR's. Its work
-  is three products of the size of :math:`\\Phi^\\top\\Phi`, all level-3 BLAS.
+* **CholeskyQR2** (Fukaya et al. 2014; Yamamoto et al. 2015), the fast path. A preconditioner
+  :math:`R_1` is the Cholesky factor of a Gram matrix of :math:`X`: of every
+  :data:`SAMPLE_STRIDE`-th block of rows (scaled to all rows) when there are at least
+  :data:`SAMPLE_MIN_BLOCKS` blocks, else (or when the sample's Gram matrix is singular) of
+  all rows. A pass over all rows then forms each block of :math:`Y = XR_1^{-1}` by a
+  triangular solve while it is in cache and sums :math:`Y^\\top Y` and :math:`Y^\\top
+  R_{\\text{ret}}`; the Cholesky factor :math:`Y^\\top Y = R_2^\\top R_2` gives :math:`R =
+  R_2R_1` and :math:`C = R_2^{-\\top}Y^\\top R_{\\text{ret}}`. This is accepted when the
+  measured orthogonality loss :math:`\\omega = \\lVert Y^\\top Y - I\\rVert_2` is at most
+  :data:`OMEGA_MAX`: the eigenvalues of :math:`Y^\\top Y` lie in :math:`[1-\\omega,
+  1+\\omega]`, so :math:`\\mathrm{cond}(Y)^2 \\le 3`, the last Cholesky factorisation is
+  accurate to rounding and :math:`R` is as backward stable as a Householder QR's, whatever
+  preconditioner led there. Otherwise :math:`R_2R_1` preconditions one more pass
+  (``"cholesky_qr3"``). A first Gram matrix of all rows alone would be the normal equations
+  (errors of order :math:`\\epsilon\\,\\mathrm{cond}(\\Phi)^2`); the checked pass is what
+  repairs them. The work is two or three products of the size of :math:`\\Phi^\\top\\Phi`
+  (the sampled one an eighth of that), all level-3 BLAS, and at most about 1.13 reads of
+  ``Phi`` on the sampled path.
 * **Householder TSQR**, the guarded fallback: ``dgeqrf`` folds of ``[X, R_ret]`` over row
-  chunks (a tall-skinny QR), about 4-10 times slower but stable for any condition number.
+  chunks (a tall-skinny QR), several times slower but stable for any condition number.
 
 The fallback is taken when the first Cholesky fails (:math:`\\Phi` numerically rank
-deficient, or :math:`\\epsilon\\,\\mathrm{cond}(\\Phi)^2 \\gtrsim 1`), or when the measured
-orthogonality loss of the first pass, :math:`\\omega = \\lVert Y^\\top Y - I\\rVert_2`, exceeds
-:data:`OMEGA_MAX`: the eigenvalues of :math:`Y^\\top Y` then leave :math:`[1-\\omega,
-1+\\omega]`, so :math:`\\mathrm{cond}(Y)^2 \\le 3` on the fast path and its second Cholesky
-is accurate to rounding.
+deficient, or :math:`\\epsilon\\,\\mathrm{cond}(\\Phi)^2 \\gtrsim 1`), when a Cholesky of
+:math:`Y^\\top Y` fails, or when two passes leave :math:`\\omega` above :data:`OMEGA_MAX`.
 
-Sums are deterministic: block ``j`` of ``rows`` rows is added into accumulator ``j mod
+Sums are deterministic: the ``i``-th block read by a pass is added into accumulator ``i mod
 16`` (in block order), and the 16 accumulators are added in order, so the factor does not
 depend on the number of threads. BLAS is pinned to one thread per Python thread.
 """
@@ -331,7 +337,8 @@ def factor_memory(
     memory = _fresh((n, Hp)) if kind == "array" else None
     src = None if kind == "dask" else _Source(Phi, intercept, memory)
     stride = SAMPLE_STRIDE if sample else 1
-    pin = single_threaded_blas() if threads > 1 else nullcontext()
+    # block kernels gain nothing from a BLAS pool (and its spinning threads cost): pinned
+    pin = single_threaded_blas() if kind != "dask" else nullcontext()
     reads = 0.0
     scale = 1.0
     omega, reason = float("nan"), ""

@@ -88,10 +88,12 @@ class CaseInfluence(CaseQueryMixin, ParamsMixin):
     progress : bool, default=False
         Show a tqdm progress bar over the blocks of long query calls.
     factorization : {"auto", "householder_tsqr"}, default="auto"
-        How ``fit`` factors :math:`\\Phi`. ``"auto"``: CholeskyQR2 (two passes of level-3
-        BLAS, about three Gram products of work), falling back to the Householder TSQR when
-        its first Cholesky fails or its measured orthogonality loss exceeds
-        :data:`cbdt._tsqr.OMEGA_MAX` (about :math:`\\mathrm{cond}(\\Phi) > 10^7`).
+        How ``fit`` factors :math:`\\Phi`. ``"auto"``: CholeskyQR2 (a preconditioner from
+        the Gram matrix of a sample of row blocks, or of all rows for small memories, then a
+        checked pass of level-3 BLAS; a third pass when the check asks for it), falling back
+        to the Householder TSQR when a Cholesky factorisation fails or two passes do not
+        reach the orthogonality :data:`cbdt._tsqr.OMEGA_MAX` (in practice beyond
+        :math:`\\mathrm{cond}(\\Phi) \\approx 10^8`; see :mod:`cbdt._tsqr`).
         ``"householder_tsqr"``: always the Householder TSQR (slower, the reference path).
 
     All parameters are keyword arguments of the constructor; :meth:`get_params` and
@@ -126,12 +128,13 @@ class CaseInfluence(CaseQueryMixin, ParamsMixin):
     solver_ : str
         ``"cholesky"`` or ``"lstsq"``.
     factorization_ : str
-        The factorisation ``fit`` used: ``"cholesky_qr2"`` (the fast path) or
-        ``"householder_tsqr"`` (the fallback, or asked for).
+        The factorisation ``fit`` used: ``"cholesky_qr2"`` (the fast path),
+        ``"cholesky_qr3"`` (one more pass was needed) or ``"householder_tsqr"`` (the
+        fallback, or asked for).
     orthogonality_loss_ : float
         :math:`\\lVert Y^\\top Y - I\\rVert_2` of CholeskyQR2's first pass
-        (:math:`Y = \\Phi R_1^{-1}`; about :math:`\\epsilon\\,\\mathrm{cond}(\\Phi)^2`), the
-        measurement that decides the fallback; nan when the first Cholesky failed.
+        (:math:`Y = \\Phi R_1^{-1}`, :math:`R_1` the preconditioner), the measurement that
+        decides whether that pass is accepted; nan when the first Cholesky failed.
     case_ids_ : ndarray of shape (n,) or None
         The training cases' labels given to ``fit`` (``case_ids=`` or a ``Phi`` DataFrame's
         index); ``None`` when the cases are named by their positions ``0..n-1``.
@@ -142,11 +145,11 @@ class CaseInfluence(CaseQueryMixin, ParamsMixin):
     Notes
     -----
     ``fit`` factors :math:`X = [\\Phi, 1]` (the constant only with ``intercept=True``) in
-    float64 over row blocks: CholeskyQR2 (a Gram pass, a Cholesky factor :math:`R_1`, then
-    a pass forming :math:`Y = XR_1^{-1}` block by block and the Cholesky factor of
-    :math:`Y^\\top Y`), whose factor is as backward stable as a Householder QR's while
-    :math:`\\mathrm{cond}(\\Phi) \\lesssim 10^7`, and the Householder TSQR beyond (see
-    ``factorization``). ``Phi`` may be a :class:`numpy.memmap` larger than memory (read in
+    float64 over row blocks: CholeskyQR2 (a Cholesky factor :math:`R_1` of a Gram matrix,
+    then a pass forming :math:`Y = XR_1^{-1}` block by block and the Cholesky factor of
+    :math:`Y^\\top Y`, accepted when :math:`\\lVert Y^\\top Y - I\\rVert_2 \\le 1/2`), whose
+    factor is then as backward stable as a Householder QR's, and the Householder TSQR where
+    it cannot be (see ``factorization``). ``Phi`` may be a :class:`numpy.memmap` larger than memory (read in
     two passes) or a ``dask.array`` on a cluster (each pass per chunk on the workers, the
     sums on the client). The error of :math:`\\alpha` grows with
     :math:`\\mathrm{cond}(\\Phi)`, not its square. An in-memory ``Phi`` is copied once into a
@@ -354,6 +357,10 @@ class CaseInfluence(CaseQueryMixin, ParamsMixin):
                 L[:, :H] = (np.sqrt(np.clip(w, 0.0, None) * ridge) * scale)[:, None] * U.T
             return L
 
+        # a refit releases the previous fit's memory first (its pages are reused, and two
+        # copies of Phi never coexist); until this fit completes the estimator is not fitted
+        for name in ("_V", "_Phi", "_dual", "_rank_memo"):
+            self.__dict__.pop(name, None)
         fac = factor_memory(
             Phi, R, kind=kind, intercept=bool(self.intercept), chunk_size=self.chunk_size,
             threads=self._fit_threads(n, Hp, kind), ridge_scaled=ridge_rows,
@@ -416,6 +423,12 @@ class CaseInfluence(CaseQueryMixin, ParamsMixin):
             # squares of tiny singular values, so the dual matrix is formed from a thin Q
             self._dual, V = self._min_norm_dual(fac.memory, L, rank, R)
             self._Phi = None
+        elif kind == "array" and self._factor is not None and n * Hp <= self._DUAL_ENTRIES:
+            # a small memory: the dual matrix (two triangular solves, milliseconds) replaces
+            # the copy, so a single query is one matrix-vector product, no solve
+            self._dual, self._Phi = self._dual_from(fac.memory), None
+            if L is not None:
+                V = self._solve(R0.T @ fac.C)
         else:  # the fit's copy [s Phi, 1] (in memory), or the memmap / dask Phi itself
             self._Phi = fac.memory if kind == "array" else Phi
             if L is not None:
@@ -478,6 +491,23 @@ class CaseInfluence(CaseQueryMixin, ParamsMixin):
         from ._threads import blas_threads
 
         return max(1, min(blas_threads(), n // (4 * block_rows(Hp))))
+
+    # memories of at most this many entries (n x H') keep the dual matrix instead of Phi
+    _DUAL_ENTRIES = 1 << 22
+
+    def _dual_from(self, memory: np.ndarray) -> np.ndarray:
+        """``D = [s Phi, t 1] (G + lam M)^-1`` (n, H'), C order, read-only, by two
+        triangular solves in place (the seminormal form, Paige 1973; no inverse formed)."""
+        D = np.array(memory)
+        if self.intercept:
+            D[:, -1] = self._const
+        trsm = linalg.blas.dtrsm
+        Dt = trsm(1.0, self._factor, D.T, side=0, lower=0, trans_a=1, overwrite_b=1)
+        Dt = trsm(1.0, self._factor, Dt, side=0, lower=0, trans_a=0, overwrite_b=1)
+        if not np.shares_memory(Dt, D):  # pragma: no cover - f2py copied: keep its result
+            D = np.ascontiguousarray(Dt.T)
+        D.setflags(write=False)
+        return D
 
     def _min_norm_dual(
         self,
@@ -913,10 +943,12 @@ class CaseInfluence(CaseQueryMixin, ParamsMixin):
         out = np.empty(rhs.shape)
         if self._factor is not None:
             trsv = linalg.blas.dtrsv
-            Rf = self._factor
+            # the factor's transpose is the Fortran-ordered lower factor L = R^T: passed as
+            # is (f2py would copy a C-ordered R, H'^2 entries, at every call)
+            L = self._factor.T if self._factor.flags.c_contiguous else self._factor.T.copy("F")
             for j in range(rhs.shape[1]):
-                z = trsv(Rf, rhs[:, j], trans=1)  # R^T y = rhs
-                out[:, j] = trsv(Rf, z, overwrite_x=1)  # R z = y
+                y = trsv(L, rhs[:, j], lower=1)  # R^T y = L y = rhs
+                out[:, j] = trsv(L, y, lower=1, trans=1, overwrite_x=1)  # R z = L^T z = y
             return out
         W, w = self._eig
         for j in range(rhs.shape[1]):
@@ -926,8 +958,10 @@ class CaseInfluence(CaseQueryMixin, ParamsMixin):
     def _query_side(self, Q: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
         """(Y, bias) with alpha = X Y + bias for the case-side chunks X of :meth:`_chunks`.
 
-        Each query is solved on its own (:meth:`_solve_each`), so its coefficients, and
-        the values and ties of its ranking, do not depend on the batch.
+        Each query is solved on its own (:meth:`_solve_each`), so its ``Y`` column, and the
+        values and ties of its ranking (:func:`cbdt._ranking._psi`), do not depend on the
+        batch; the coefficients themselves come from a GEMV for one query and a GEMM for a
+        batch and may differ in the last bit.
         """
         Qa = self._augment(Q)
         if self._dual is not None:  # X = dual rows: alpha = D [s phi; t]

@@ -295,8 +295,24 @@ def _rewrite(path, **changes) -> None:
     np.savez(path, **arrays)
 
 
-def test_file_formats_one_is_refused_two_and_three_are_read(tmp_path):
+def test_small_memories_keep_the_dual_matrix_large_ones_the_copy(monkeypatch):
+    Phi, R, Q = _well_conditioned(n=300, H=6)
+    for intercept, ridge in ((False, 0.0), (True, 0.3)):
+        small = CaseInfluence(intercept=intercept, ridge=ridge).fit(Phi, R)
+        assert small._dual is not None and small._Phi is None  # 300 x 7 entries
+        monkeypatch.setattr(CaseInfluence, "_DUAL_ENTRIES", 0)
+        large = CaseInfluence(intercept=intercept, ridge=ridge).fit(Phi, R)
+        monkeypatch.undo()
+        assert large._dual is None and large._Phi.shape == (300, 6 + intercept)
+        assert _rel(small.coefficients(Q), large.coefficients(Q)) <= 1e-12
+        assert np.array_equal(small.scores(Q), large.scores(Q))  # the same readout
+        a, b = small.top_cases(Q, 1, k=5), large.top_cases(Q, 1, k=5)
+        assert np.array_equal(a.indices, b.indices)
+
+
+def test_file_formats_one_is_refused_two_and_three_are_read(tmp_path, monkeypatch):
     Phi, R, Q = _well_conditioned(n=120, H=5)
+    monkeypatch.setattr(CaseInfluence, "_DUAL_ENTRIES", 0)  # the copy of Phi, not the dual
     ci = CaseInfluence().fit(Phi, R)
     path = tmp_path / "ci.npz"
     ci.save(path)

@@ -47,29 +47,44 @@ def test_verdicts_name_trends_and_never_invent_wins():
 def test_accuracy_table_shows_cond_versus_cond_squared():
     acc = scaling.accuracy_table(conds=(1e3, 1e6), n=60, H=6, seed=1, dps=40)
     assert np.allclose(acc.cond_phi, [1e3, 1e6], rtol=1e-6)
-    assert (acc.cbdt_in_memory <= 50 * acc.eps_cond).all()
-    assert (acc.cbdt_memmap <= 50 * acc.eps_cond).all()
+    for path in ("cbdt_in_memory", "cbdt_householder", "cbdt_memmap", "cbdt_dask"):
+        assert (acc[path] <= scaling.ACCURACY_FACTOR * acc.eps_cond).all(), path
     assert acc.normal_equations.iloc[1] > 100 * acc.cbdt_in_memory.iloc[1]
+    assert list(acc.path_in_memory) == ["cholesky_qr2", "cholesky_qr2"]  # cond(G) <= 1e12
+    assert list(acc.H) == [6, 6]
+
+
+def test_accuracy_table_records_the_fallback_and_a_failed_cholesky():
+    acc = scaling.accuracy_table(conds=(1e11,), n=60, H=(4, 6), seed=1, dps=50)
+    assert list(acc.H) == [4, 6]
+    # eps cond(Phi)^2 ~ 2e6: the default fit cannot stay on CholeskyQR2
+    assert (acc.path_in_memory != "cholesky_qr2").all()
+    for path in ("cbdt_in_memory", "cbdt_householder", "cbdt_memmap", "cbdt_dask"):
+        assert (acc[path] <= scaling.ACCURACY_FACTOR * acc.eps_cond).all(), path
+    shown = scaling.accuracy_against_bounds(acc)
+    assert (shown["normal equations"] == "no digit left (ε·cond(Φ)² ≥ 1)").all()
 
 
 def test_accuracy_against_bounds_shows_verdicts_not_rounding_errors():
     acc = scaling.accuracy_table(conds=(1e2, 1e5), n=60, H=6, seed=1, dps=40)
     shown = scaling.accuracy_against_bounds(acc)
     assert list(shown["cond(Φ)"]) == ["1e+02", "1e+05"]
-    assert list(shown["bound ε·cond(Φ)"]) == ["2.2e-14", "2.2e-11"]
-    assert (shown["cbdt (RAM / memmap)"] == "within / within").all()
+    assert list(shown["bound 10 ε·cond(Φ)"]) == ["2.2e-13", "2.2e-10"]
+    assert list(shown["path taken"]) == ["CholeskyQR2", "CholeskyQR2"]
+    col = "cbdt (auto / Householder / memmap / Dask)"
+    assert (shown[col] == "within / within / within / within").all()
     assert (shown["normal equations"] == "between the bounds").all()
     # what the table shows is decided by the bounds: an error above its bound says so
-    worse = acc.assign(cbdt_memmap=10 * acc.eps_cond, normal_equations=acc.eps_cond / 2)
+    worse = acc.assign(cbdt_memmap=11 * acc.eps_cond, normal_equations=acc.eps_cond / 2)
     shown = scaling.accuracy_against_bounds(worse)
-    assert (shown["cbdt (RAM / memmap)"] == "within / ABOVE").all()
+    assert (shown[col] == "within / within / ABOVE / within").all()
     assert (shown["normal equations"] == "below ε·cond(Φ)").all()
     with pytest.raises(InputError, match="accuracy_table"):
         scaling.accuracy_against_bounds(acc.drop(columns="eps_cond"))
 
 
 def test_stored_benchmarks_load_with_their_machine():
-    for name in ("scaling", "limits", "memmap_dask"):
+    for name in ("scaling", "limits", "memmap_dask", "fit"):
         df, meta = scaling.load_benchmark(name)
         assert len(df) > 0 and {"date", "cpu", "cores", "blas"} <= set(meta)
     with pytest.raises(InputError, match="make bench"):

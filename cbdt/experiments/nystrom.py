@@ -38,17 +38,19 @@ Ridge
     seed.
 ``exact_fit_ms``, ``nystrom_fit_ms``
     Median over ``repeats`` of the wall-clock time of ``fit`` (``time.perf_counter``).
-    The exact fit is a tall-skinny QR of :math:`[\\Phi;\\ \\sqrt\\lambda I]`, the singular
-    values of its :math:`H\\times H` factor (rank and condition diagnostics) and the dual
-    matrix by two triangular solves.
+    The exact fit is a CholeskyQR2 factorisation of :math:`\\Phi` (a Householder QR where it
+    cannot be trusted, :attr:`cbdt.CaseInfluence.factorization_`), one small QR with the
+    ridge rows :math:`\\sqrt\\lambda I`, the singular values of the :math:`H\\times H` factor
+    (rank and condition diagnostics) and a copy of :math:`\\Phi`.
 ``exact_ms``, ``nystrom_ms``
     Per-query time of ``coefficients`` (all ``n`` coefficients of one test query, queries
     answered one at a time after ``fit``): median over ``repeats`` passes of the mean time
     per query (:func:`cbdt.experiments.synthetic.median_per_query`), both estimators timed
-    in the same run. Both multiply the query by a cached :math:`n\\times H` dual matrix
-    (:math:`O(nH)`): the exact one by :math:`\\Phi(G+\\lambda I)^{-1}`, the Nyström one by
-    :math:`\\Phi(\\tilde G+\\lambda I)^{-1}`, so their per-query times can differ only by
-    noise; what the approximation can save is fit time.
+    in the same run. Both multiply the query by a cached :math:`n\\times H` matrix
+    (:math:`O(nH)`): the exact one by :math:`\\Phi` after two :math:`H\\times H` triangular
+    solves (:math:`z = (G+\\lambda I)^{-1}\\varphi`), the Nyström one by
+    :math:`\\Phi(\\tilde G+\\lambda I)^{-1}`, so their per-query times differ by little
+    more than noise; what the approximation can save is fit time.
 ``top30``
     Mean over test queries of :math:`|T_{30}(\\alpha)\\cap T_{30}(\\tilde\\alpha)|/30`, where
     :math:`T_{30}` is the set of the 30 cases with the largest :math:`|\\alpha_i(x)|` (ties to

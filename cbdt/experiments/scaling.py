@@ -25,6 +25,9 @@ __all__ = [
     "with_condition",
     "accuracy_table",
     "accuracy_against_bounds",
+    "fit_table",
+    "fit_notes",
+    "ACCURACY_FACTOR",
     "scaling_exponents",
     "nystrom_wins",
     "scaling_verdicts",
@@ -65,12 +68,31 @@ def with_condition(seed: int, n: int, H: int, cond: float) -> np.ndarray:
 
 
 def _alpha_mp(Phi: np.ndarray, phi: np.ndarray, dps: int) -> np.ndarray:
+    """``alpha = Phi (Phi^T Phi)^-1 phi`` with ``Phi^T Phi`` exact and a ``dps``-digit solve.
+
+    Every float64 is an integer times a power of two, so the Gram matrix of the integers
+    (Python integers, summed by numpy's object-array product) is exact; only the
+    :math:`H\\times H` solve and the final product are rounded, at ``dps`` digits (mpmath).
+    """
     import mpmath
 
+    mant, expo = np.frexp(Phi)  # Phi = mant * 2^expo exactly, |mant| in [0.5, 1)
+    ints = (mant * 2.0**53).astype(np.int64)  # exact: 53-bit integer mantissas
+    shift = expo.astype(np.int64) - 53
+    low = int(shift.min()) if Phi.size else 0
+    P = np.empty(Phi.shape, dtype=object)  # Phi = P * 2^low, P exact Python integers
+    flat = P.reshape(-1)
+    for k, (m, e) in enumerate(zip(ints.ravel().tolist(), shift.ravel().tolist(), strict=True)):
+        flat[k] = m << (e - low)
+    G = P.T.dot(P)  # exact: Phi^T Phi = G * 2^(2 low)
     with mpmath.workdps(dps):
-        P = mpmath.matrix(Phi.tolist())
-        z = mpmath.lu_solve(P.T * P, mpmath.matrix(phi.tolist()))
-        return np.array([float(v) for v in P * z], dtype=np.float64)
+        Gm = mpmath.matrix(G.tolist())
+        rhs = mpmath.matrix([mpmath.ldexp(mpmath.mpf(float(v)), -2 * low) for v in phi])
+        z = mpmath.lu_solve(Gm, rhs)  # (Phi^T Phi)^-1 phi = z 2^(-2 low)
+        zs = [z[j] for j in range(len(phi))]
+        unit = mpmath.ldexp(1, low)
+        rows = [mpmath.fsum(p * zj for p, zj in zip(row, zs, strict=True)) for row in P.tolist()]
+        return np.array([float(r * unit) for r in rows], dtype=np.float64)
 
 
 #: The coefficients' relative error must stay within this many times eps * cond(Phi).
@@ -180,11 +202,13 @@ def accuracy_against_bounds(acc: pd.DataFrame) -> pd.DataFrame:
     -------
     DataFrame
         One row per width and condition number, all strings: ``H``, ``cond(Φ)``, ``bound 10
-        ε·cond(Φ)`` (:data:`ACCURACY_FACTOR`), ``path taken`` (by the default fit in memory),
+        ε·cond(Φ)`` (:data:`ACCURACY_FACTOR`), ``path taken`` (by the default fit in memory: CholeskyQR2, or beyond it, see
+        :func:`_path_group`),
         ``cbdt (auto / Householder / memmap / Dask)`` (``within`` or ``ABOVE`` that bound,
         for each path),
         ``bound ε·cond(Φ)²`` and ``normal equations`` (``between the bounds``,
-        ``below ε·cond(Φ)``, ``above ε·cond(Φ)²`` or ``Cholesky fails``).
+        ``below ε·cond(Φ)``, ``above ε·cond(Φ)²``, or ``no digit left`` where
+        :math:`\\epsilon\\,\\mathrm{cond}(\\Phi)^2 \\ge 1`).
     """
     need = {"normal_equations", *_PATHS, "eps_cond", "eps_cond2"}
     if not need <= set(acc.columns):
@@ -196,8 +220,8 @@ def accuracy_against_bounds(acc: pd.DataFrame) -> pd.DataFrame:
         return "within" if err <= f * b else "ABOVE"
 
     def ne(err: float, b1: float, b2: float) -> str:
-        if not np.isfinite(err):
-            return "Cholesky fails"
+        if b2 >= 1:  # G is singular to working precision: whether its Cholesky even runs
+            return "no digit left (ε·cond(Φ)² ≥ 1)"  # is a rounding accident
         if err <= b1:
             return "below ε·cond(Φ)"
         return "between the bounds" if err <= b2 else "above ε·cond(Φ)²"
@@ -206,7 +230,7 @@ def accuracy_against_bounds(acc: pd.DataFrame) -> pd.DataFrame:
         "H": str(r.H),
         "cond(Φ)": f"{r.eps_cond / _EPS:.0e}",
         f"bound {f} ε·cond(Φ)": f"{f * r.eps_cond:.1e}",
-        "path taken": _PATH_NAMES.get(r.path_in_memory, r.path_in_memory),
+        "path taken": _path_group(r.path_in_memory),
         "cbdt (auto / Householder / memmap / Dask)": " / ".join(
             qr(getattr(r, c), r.eps_cond) for c in _PATHS),
         "bound ε·cond(Φ)²": f"{r.eps_cond2:.1e}",
@@ -215,7 +239,16 @@ def accuracy_against_bounds(acc: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-_PATH_NAMES = {"cholesky_qr2": "CholeskyQR2", "householder_tsqr": "Householder (fallback)"}
+_PATH_NAMES = {"cholesky_qr2": "CholeskyQR2", "cholesky_qr3": "CholeskyQR3",
+               "householder_tsqr": "Householder (fallback)"}
+
+
+def _path_group(path: str) -> str:
+    """The path of the default fit as the verdict table shows it. Beyond CholeskyQR2's range
+    whether a Cholesky factorisation of a Gram matrix of condition number above 1/eps
+    succeeds is itself a rounding accident, so CholeskyQR3 and the Householder fallback are
+    shown together (the measured table names the one taken on this machine)."""
+    return "CholeskyQR2" if path == "cholesky_qr2" else "CholeskyQR3 or Householder"
 
 
 def scaling_exponents(df: pd.DataFrame) -> pd.DataFrame:
@@ -385,10 +418,10 @@ def load_benchmark(name: str) -> tuple[pd.DataFrame, dict[str, str]]:
 
     Parameters
     ----------
-    name : {"scaling", "limits", "memmap_dask", "attribution"}
+    name : {"scaling", "limits", "memmap_dask", "attribution", "fit"}
         ``benchmarks/results/<name>.csv`` and ``<name>_meta.json`` of the repository (written
         by ``benchmarks/bench_scaling.py``, ``bench_influence.py``, ``bench_memmap_dask.py``,
-        ``bench_attribution.py``).
+        ``bench_attribution.py``, ``bench_fit.py``).
 
     Returns
     -------
@@ -500,6 +533,85 @@ def _wins_sentence(sc: pd.DataFrame, margin: float) -> str:
     return out + "."
 
 
+def fit_table(fit: pd.DataFrame) -> pd.DataFrame:
+    """The stored fit benchmark (``benchmarks/bench_fit.py``) as the chapter shows it.
+
+    Parameters
+    ----------
+    fit : DataFrame
+        ``benchmarks/results/fit.csv``.
+
+    Returns
+    -------
+    DataFrame
+        One row per measured case (the model rows of :func:`dask_cost_notes` left out):
+        what, n, H, the fit's time, its floor and the ratio, the Gram product on threads,
+        the path taken and the reads of ``Phi``.
+    """
+    need = {"case", "dtype", "n", "H", "floor", "floor_s", "threaded_gram_s", "fit_s",
+            "ratio", "factorization"}
+    if not need <= set(fit.columns):
+        raise InputError(f"fit needs the columns {sorted(need)} (bench_fit.py), got "
+                         f"{list(fit.columns)}.")
+    rows = fit[fit["repeats"] > 0]
+    return pd.DataFrame({
+        "case": [f"{c} ({d})" for c, d in zip(rows["case"], rows["dtype"], strict=True)],
+        "n": [_int(v) for v in rows["n"]],
+        "H": [_int(v) for v in rows["H"]],
+        "fit (s)": rows["fit_s"].to_numpy(),
+        "floor": rows["floor"].to_numpy(),
+        "floor (s)": rows["floor_s"].to_numpy(),
+        "fit / floor": rows["ratio"].to_numpy(),
+        "Gram on threads (s)": rows["threaded_gram_s"].to_numpy(),
+        "path": [_PATH_NAMES.get(f, f) for f in rows["factorization"]],
+        "reads of Φ": rows["passes"].to_numpy() if "passes" in rows else np.nan,
+    })
+
+
+def fit_notes(fit: pd.DataFrame) -> list[str]:
+    """Sentences on the fit benchmark, generated from its stored rows: the in-memory ratio
+    to the Gram product per width, the memmap's to a streaming read and to its Gram, and the
+    Dask cost model checked at the measured size and extrapolated."""
+    out = []
+    mem = fit[fit["case"] == "in memory"]
+    if len(mem):
+        parts = [f"{r.ratio:.1f}x at $H = {_int(r.H)}$ ({r.fit_s:.2f} s against "
+                 f"{r.floor_s:.2f} s)" for r in mem.itertuples()]
+        out.append(
+            f"In memory at $n = {_sci(float(mem['n'].iloc[0]), 0)}$ the fit takes "
+            + "; ".join(parts)
+            + " of numpy's Gram product $\\Phi^\\top\\Phi$ of the same matrix."
+        )
+    mm = fit[fit["case"] == "memmap"]
+    for r in mm.itertuples():
+        out.append(
+            f"A {r.dtype} memmap of $n = {_sci(float(r.n), 0)}$ rows is fitted in "
+            f"{r.fit_s:.2f} s reading the file {getattr(r, 'passes', float('nan')):.3g} times: "
+            f"{r.ratio:.1f}x one streaming pass over it ({r.floor_s:.2f} s) and "
+            f"{r.ratio_threaded_gram:.1f}x the Gram product of its rows ({r.threaded_gram_s:.2f} s)."
+        )
+    dk = fit[fit["case"].str.startswith("dask,")]
+    model = fit[fit["case"].str.startswith("dask model")]
+    if len(dk):
+        d = dk.iloc[0]
+        out.append(
+            f"On a two-process local Dask cluster the fit of $n = {_sci(float(d.n), 0)}$ rows "
+            f"takes {d.fit_s:.1f} s; the cost model (per chunk of {_int(d.chunk_rows)} rows: "
+            f"read {d.t_read_s:.2f} s, pass 1 {d.t_gram_s:.2f} s, pass 2 {d.t_q_s:.2f} s, two "
+            f"reads per chunk, the chunks shared by the workers) predicts {d.floor_s:.1f} s, "
+            f"{d.ratio:.1f}x less."
+        )
+    if len(model):
+        parts = [f"{r.fit_s / 60:.1f} min on {r.case.split(',')[1].strip()}"
+                 for r in model.itertuples()]
+        out.append(
+            f"For $n = {_sci(float(model['n'].iloc[0]), 0)}$ rows the model gives "
+            + ", ".join(parts)
+            + " (compute alone; the measured local run shows what scheduling and transfers add)."
+        )
+    return out
+
+
 def benchmark_notes(
     benchmarks: dict[str, tuple[pd.DataFrame, dict[str, str]]],
     accuracy: pd.DataFrame | None = None,
@@ -514,7 +626,7 @@ def benchmark_notes(
     ----------
     benchmarks : dict
         ``{"scaling": (df, meta), "limits": (df, meta), "memmap_dask": (df, meta)}``, each
-        as :func:`load_benchmark` returns it.
+        as :func:`load_benchmark` returns it, and optionally ``"fit"`` (:func:`fit_notes`).
     accuracy : DataFrame, optional
         :func:`accuracy_table` (the accuracy paragraph is left out without it).
     margin : float, default=1.2
@@ -526,7 +638,7 @@ def benchmark_notes(
     list of str
         Markdown paragraphs: a heading line and one bullet per topic.
     """
-    missing = {"scaling", "limits", "memmap_dask"} - set(benchmarks)
+    missing = {"scaling", "limits", "memmap_dask"} - set(benchmarks)  # "fit" is optional
     if missing:
         raise InputError(f"benchmarks lacks {sorted(missing)}; pass load_benchmark(...) pairs.")
     sc, sc_meta = benchmarks["scaling"]
@@ -548,7 +660,7 @@ def benchmark_notes(
         fct = ACCURACY_FACTOR
         paths = [c for c in _PATHS if c in acc.columns]
         qr_ok = bool((acc[paths].max(axis=1) <= fct * acc["eps_cond"]).all())
-        ok_ne = acc["normal_equations"].notna()
+        ok_ne = acc["eps_cond2"] < 1  # beyond, G is singular in float64
         ne_above = bool((acc["normal_equations"][ok_ne] > acc["eps_cond"][ok_ne]).all())
         ne_within = bool((acc["normal_equations"][ok_ne] <= acc["eps_cond2"][ok_ne]).all())
         n_fail = int((~ok_ne).sum())
@@ -564,7 +676,8 @@ def benchmark_notes(
         ne_txt += (" and within $\\epsilon\\,\\mathrm{cond}(\\Phi)^2$" if ne_within
                    else " and above $\\epsilon\\,\\mathrm{cond}(\\Phi)^2$ somewhere")
         if n_fail:
-            ne_txt += f" where its Cholesky succeeds (it fails in {n_fail} of {len(acc)} rows)"
+            ne_txt += (f" where $\\epsilon\\,\\mathrm{{cond}}(\\Phi)^2 < 1$ (in the other {n_fail} "
+                       f"of {len(acc)} rows $G$ is singular in float64)")
         which = ("in memory (default and Householder), on a memmap and on Dask"
                  if len(paths) == 4 else "in memory and on a memmap")
         out.append(
@@ -660,4 +773,8 @@ def benchmark_notes(
                 f"$(m, n)$ contributions would be {q2 * n2 * 8 / 2**30:.0f} GB."
             )
     out.append(text)
+    if "fit" in benchmarks:
+        fit, fit_meta = benchmarks["fit"]
+        out.append(f"- **The fit against the machine** ({_machine(fit_meta)}): "
+                   + " ".join(fit_notes(fit)))
     return out
