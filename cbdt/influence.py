@@ -149,17 +149,20 @@ class CaseInfluence(CaseQueryMixin, ParamsMixin):
     then a pass forming :math:`Y = XR_1^{-1}` block by block and the Cholesky factor of
     :math:`Y^\\top Y`, accepted when :math:`\\lVert Y^\\top Y - I\\rVert_2 \\le 1/2`), whose
     factor is then as backward stable as a Householder QR's, and the Householder TSQR where
-    it cannot be (see ``factorization``). ``Phi`` may be a :class:`numpy.memmap` larger than memory (read in
-    two passes) or a ``dask.array`` on a cluster (each pass per chunk on the workers, the
-    sums on the client). The error of :math:`\\alpha` grows with
+    it cannot be (see ``factorization``). ``Phi`` may be a :class:`numpy.memmap` larger than
+    memory (read about 1.13 times) or a ``dask.array`` on a cluster (each pass per chunk on
+    the workers, the sums on the client). The error of :math:`\\alpha` grows with
     :math:`\\mathrm{cond}(\\Phi)`, not its square. An in-memory ``Phi`` is copied once into a
     read-only float64 array (the queries read it, so editing the caller's arrays after
     ``fit`` cannot break Proposition 1); ``R`` is cached as a read-only float64 copy. A
     memmap or dask ``Phi`` is kept by reference, so its data must not change. A query
     solves :math:`z = R_\\lambda^{-1}R_\\lambda^{-\\top}\\varphi(x)` (two triangular solves
     per query) and forms :math:`\\alpha(x) = \\Phi z` by one matrix product per batch (the
-    seminormal form of a minimum-norm problem, as accurate as the QR form, Paige 1973). The
-    coefficients do not depend on a global scale of ``Phi``: entries so large (or small)
+    seminormal form of a minimum-norm problem, as accurate as the QR form, Paige 1973). A
+    memory of at most ``2**22`` entries keeps the dual matrix :math:`D = \\Phi(G+\\lambda
+    M)^{-1}` instead of the copy (two triangular solves at fit time), so a query is one
+    matrix-vector product; so does a wide memory, ``n < 64 H'``, where a query's two
+    solves would cost more than a few percent of its product. The coefficients do not depend on a global scale of ``Phi``: entries so large (or small)
     that their squares would overflow (or underflow) are rescaled by an exact power of two.
     No inverse is ever formed.
 
@@ -423,9 +426,11 @@ class CaseInfluence(CaseQueryMixin, ParamsMixin):
             # squares of tiny singular values, so the dual matrix is formed from a thin Q
             self._dual, V = self._min_norm_dual(fac.memory, L, rank, R)
             self._Phi = None
-        elif kind == "array" and self._factor is not None and n * Hp <= self._DUAL_ENTRIES:
-            # a small memory: the dual matrix (two triangular solves, milliseconds) replaces
-            # the copy, so a single query is one matrix-vector product, no solve
+        elif kind == "array" and self._factor is not None and (
+                n * Hp <= self._DUAL_ENTRIES or n < self._DUAL_ASPECT * Hp):
+            # a small memory, or a wide one (a query's two H' x H' solves would cost more than
+            # a few % of its product with Phi): the dual matrix (two triangular solves at fit
+            # time) replaces the copy, so a query is one product, no solve
             self._dual, self._Phi = self._dual_from(fac.memory), None
             if L is not None:
                 V = self._solve(R0.T @ fac.C)
@@ -492,8 +497,9 @@ class CaseInfluence(CaseQueryMixin, ParamsMixin):
 
         return max(1, min(blas_threads(), n // (4 * block_rows(Hp))))
 
-    # memories of at most this many entries (n x H') keep the dual matrix instead of Phi
-    _DUAL_ENTRIES = 1 << 22
+    # memories of at most this many entries (n x H'), or with fewer than this many rows per
+    # column, keep the dual matrix instead of Phi
+    _DUAL_ENTRIES, _DUAL_ASPECT = 1 << 22, 64
 
     def _dual_from(self, memory: np.ndarray) -> np.ndarray:
         """``D = [s Phi, t 1] (G + lam M)^-1`` (n, H'), C order, read-only, by two

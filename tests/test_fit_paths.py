@@ -299,8 +299,9 @@ def test_small_memories_keep_the_dual_matrix_large_ones_the_copy(monkeypatch):
     Phi, R, Q = _well_conditioned(n=300, H=6)
     for intercept, ridge in ((False, 0.0), (True, 0.3)):
         small = CaseInfluence(intercept=intercept, ridge=ridge).fit(Phi, R)
-        assert small._dual is not None and small._Phi is None  # 300 x 7 entries
+        assert small._dual is not None and small._Phi is None  # 300 x 7 entries, n < 64 H'
         monkeypatch.setattr(CaseInfluence, "_DUAL_ENTRIES", 0)
+        monkeypatch.setattr(CaseInfluence, "_DUAL_ASPECT", 0)
         large = CaseInfluence(intercept=intercept, ridge=ridge).fit(Phi, R)
         monkeypatch.undo()
         assert large._dual is None and large._Phi.shape == (300, 6 + intercept)
@@ -313,6 +314,7 @@ def test_small_memories_keep_the_dual_matrix_large_ones_the_copy(monkeypatch):
 def test_file_formats_one_is_refused_two_and_three_are_read(tmp_path, monkeypatch):
     Phi, R, Q = _well_conditioned(n=120, H=5)
     monkeypatch.setattr(CaseInfluence, "_DUAL_ENTRIES", 0)  # the copy of Phi, not the dual
+    monkeypatch.setattr(CaseInfluence, "_DUAL_ASPECT", 0)
     ci = CaseInfluence().fit(Phi, R)
     path = tmp_path / "ci.npz"
     ci.save(path)

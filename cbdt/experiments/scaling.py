@@ -596,14 +596,14 @@ def fit_notes(fit: pd.DataFrame) -> list[str]:
         d = dk.iloc[0]
         out.append(
             f"On a two-process local Dask cluster the fit of $n = {_sci(float(d.n), 0)}$ rows "
-            f"takes {d.fit_s:.1f} s; the cost model (per chunk of {_int(d.chunk_rows)} rows: "
+            f"takes {d.fit_s:.1f} s; the cost model (per chunk of ${_int(d.chunk_rows)}$ rows: "
             f"read {d.t_read_s:.2f} s, pass 1 {d.t_gram_s:.2f} s, pass 2 {d.t_q_s:.2f} s, two "
             f"reads per chunk, the chunks shared by the workers) predicts {d.floor_s:.1f} s, "
             f"{d.ratio:.1f}x less."
         )
     if len(model):
-        parts = [f"{r.fit_s / 60:.1f} min on {r.case.split(',')[1].strip()}"
-                 for r in model.itertuples()]
+        parts = [(f"{r.fit_s / 60:.1f} min" if r.fit_s >= 120 else f"{r.fit_s:.0f} s")
+                 + f" on {r.case.split(',')[1].strip()}" for r in model.itertuples()]
         out.append(
             f"For $n = {_sci(float(model['n'].iloc[0]), 0)}$ rows the model gives "
             + ", ".join(parts)
