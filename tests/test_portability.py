@@ -181,8 +181,7 @@ def test_rounding_level_verdicts_of_chapter_10_hold():
     acc = scaling.accuracy_table(conds=(1e2, 1e4, 1e5, 1e7, 1e9, 1e11), n=200, H=(10, 64),
                                  seed=0)
     shown = scaling.accuracy_against_bounds(acc)
-    col = "cbdt (auto / Householder / memmap / Dask)"
-    assert (shown[col] == "within / within / within / within").all(), acc
+    assert (shown["cbdt, 4 paths"] == "all within").all(), acc
     ok = acc.eps_cond2 < 1
     assert (shown["normal equations"][ok] == "between the bounds").all(), acc
     assert shown["normal equations"][~ok].str.startswith("no digit left").all(), acc

@@ -62,7 +62,7 @@ def test_accuracy_table_records_the_fallback_and_a_failed_cholesky():
     for path in ("cbdt_in_memory", "cbdt_householder", "cbdt_memmap", "cbdt_dask"):
         assert (acc[path] <= scaling.ACCURACY_FACTOR * acc.eps_cond).all(), path
     shown = scaling.accuracy_against_bounds(acc)
-    assert (shown["normal equations"] == "no digit left (ε·cond(Φ)² ≥ 1)").all()
+    assert (shown["normal equations"] == "no digit left").all()
 
 
 def test_accuracy_against_bounds_shows_verdicts_not_rounding_errors():
@@ -71,13 +71,13 @@ def test_accuracy_against_bounds_shows_verdicts_not_rounding_errors():
     assert list(shown["cond(Φ)"]) == ["1e+02", "1e+05"]
     assert list(shown["bound 10 ε·cond(Φ)"]) == ["2.2e-13", "2.2e-10"]
     assert list(shown["path taken"]) == ["CholeskyQR2", "CholeskyQR2"]
-    col = "cbdt (auto / Householder / memmap / Dask)"
-    assert (shown[col] == "within / within / within / within").all()
+    col = "cbdt, 4 paths"
+    assert (shown[col] == "all within").all()
     assert (shown["normal equations"] == "between the bounds").all()
     # what the table shows is decided by the bounds: an error above its bound says so
     worse = acc.assign(cbdt_memmap=11 * acc.eps_cond, normal_equations=acc.eps_cond / 2)
     shown = scaling.accuracy_against_bounds(worse)
-    assert (shown[col] == "within / within / ABOVE / within").all()
+    assert (shown[col] == "ABOVE: memmap").all()
     assert (shown["normal equations"] == "below ε·cond(Φ)").all()
     with pytest.raises(InputError, match="accuracy_table"):
         scaling.accuracy_against_bounds(acc.drop(columns="eps_cond"))

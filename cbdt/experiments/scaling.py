@@ -203,9 +203,8 @@ def accuracy_against_bounds(acc: pd.DataFrame) -> pd.DataFrame:
     DataFrame
         One row per width and condition number, all strings: ``H``, ``cond(Φ)``, ``bound 10
         ε·cond(Φ)`` (:data:`ACCURACY_FACTOR`), ``path taken`` (by the default fit in memory: CholeskyQR2, or beyond it, see
-        :func:`_path_group`),
-        ``cbdt (auto / Householder / memmap / Dask)`` (``within`` or ``ABOVE`` that bound,
-        for each path),
+        :func:`_path_group`), ``cbdt, 4 paths`` (``all within`` that bound, or the paths
+        ``ABOVE`` it: auto, Householder, memmap, Dask),
         ``bound ε·cond(Φ)²`` and ``normal equations`` (``between the bounds``,
         ``below ε·cond(Φ)``, ``above ε·cond(Φ)²``, or ``no digit left`` where
         :math:`\\epsilon\\,\\mathrm{cond}(\\Phi)^2 \\ge 1`).
@@ -216,12 +215,16 @@ def accuracy_against_bounds(acc: pd.DataFrame) -> pd.DataFrame:
                          f"{list(acc.columns)}.")
     f = ACCURACY_FACTOR
 
-    def qr(err: float, b: float) -> str:
-        return "within" if err <= f * b else "ABOVE"
+    names = {"cbdt_in_memory": "auto", "cbdt_householder": "Householder",
+             "cbdt_memmap": "memmap", "cbdt_dask": "Dask"}
+
+    def qr(r: Any) -> str:
+        above = [names[c] for c in _PATHS if not getattr(r, c) <= f * r.eps_cond]
+        return "all within" if not above else "ABOVE: " + ", ".join(above)
 
     def ne(err: float, b1: float, b2: float) -> str:
         if b2 >= 1:  # G is singular to working precision: whether its Cholesky even runs
-            return "no digit left (ε·cond(Φ)² ≥ 1)"  # is a rounding accident
+            return "no digit left"  # is a rounding accident
         if err <= b1:
             return "below ε·cond(Φ)"
         return "between the bounds" if err <= b2 else "above ε·cond(Φ)²"
@@ -231,8 +234,7 @@ def accuracy_against_bounds(acc: pd.DataFrame) -> pd.DataFrame:
         "cond(Φ)": f"{r.eps_cond / _EPS:.0e}",
         f"bound {f} ε·cond(Φ)": f"{f * r.eps_cond:.1e}",
         "path taken": _path_group(r.path_in_memory),
-        "cbdt (auto / Householder / memmap / Dask)": " / ".join(
-            qr(getattr(r, c), r.eps_cond) for c in _PATHS),
+        "cbdt, 4 paths": qr(r),
         "bound ε·cond(Φ)²": f"{r.eps_cond2:.1e}",
         "normal equations": ne(r.normal_equations, r.eps_cond, r.eps_cond2),
     } for r in acc.itertuples()]
@@ -248,7 +250,7 @@ def _path_group(path: str) -> str:
     whether a Cholesky factorisation of a Gram matrix of condition number above 1/eps
     succeeds is itself a rounding accident, so CholeskyQR3 and the Householder fallback are
     shown together (the measured table names the one taken on this machine)."""
-    return "CholeskyQR2" if path == "cholesky_qr2" else "CholeskyQR3 or Householder"
+    return "CholeskyQR2" if path == "cholesky_qr2" else "CQR3 / Householder"
 
 
 def scaling_exponents(df: pd.DataFrame) -> pd.DataFrame:
@@ -544,9 +546,10 @@ def fit_table(fit: pd.DataFrame) -> pd.DataFrame:
     Returns
     -------
     DataFrame
-        One row per measured case (the model rows of :func:`dask_cost_notes` left out):
-        what, n, H, the fit's time, its floor and the ratio, the Gram product on threads,
-        the path taken and the reads of ``Phi``.
+        One row per measured case (the model's extrapolations left out): what, n, H, the
+        fit's time, its floor (the Gram product, a streaming pass or the Dask cost model)
+        and the ratio, and the path taken (:func:`fit_notes` gives the reads of ``Phi``
+        and the Gram products on threads).
     """
     need = {"case", "dtype", "n", "H", "floor", "floor_s", "threaded_gram_s", "fit_s",
             "ratio", "factorization"}
@@ -554,17 +557,17 @@ def fit_table(fit: pd.DataFrame) -> pd.DataFrame:
         raise InputError(f"fit needs the columns {sorted(need)} (bench_fit.py), got "
                          f"{list(fit.columns)}.")
     rows = fit[fit["repeats"] > 0]
+    short = {"numpy Phi.T @ Phi": "Gram product", "one streaming pass": "streaming pass"}
     return pd.DataFrame({
         "case": [f"{c} ({d})" for c, d in zip(rows["case"], rows["dtype"], strict=True)],
-        "n": [_int(v) for v in rows["n"]],
-        "H": [_int(v) for v in rows["H"]],
+        "n": [f"{int(v):,}" for v in rows["n"]],
+        "H": [f"{int(v):,}" for v in rows["H"]],
         "fit (s)": rows["fit_s"].to_numpy(),
-        "floor": rows["floor"].to_numpy(),
+        "floor": [short.get(f, "cost model" if f.startswith("cost model") else f)
+                  for f in rows["floor"]],
         "floor (s)": rows["floor_s"].to_numpy(),
         "fit / floor": rows["ratio"].to_numpy(),
-        "Gram on threads (s)": rows["threaded_gram_s"].to_numpy(),
         "path": [_PATH_NAMES.get(f, f) for f in rows["factorization"]],
-        "reads of Φ": rows["passes"].to_numpy() if "passes" in rows else np.nan,
     })
 
 
