@@ -548,8 +548,8 @@ def fit_table(fit: pd.DataFrame) -> pd.DataFrame:
     DataFrame
         One row per measured case (the model's extrapolations left out): what, n, H, the
         fit's time, its floor (the Gram product, a streaming pass or the Dask cost model)
-        and the ratio, and the path taken (:func:`fit_notes` gives the reads of ``Phi``
-        and the Gram products on threads).
+        and the ratio (:func:`fit_notes` gives the reads of ``Phi`` and the Gram products
+        on threads).
     """
     need = {"case", "dtype", "n", "H", "floor", "floor_s", "threaded_gram_s", "fit_s",
             "ratio", "factorization"}
@@ -567,7 +567,6 @@ def fit_table(fit: pd.DataFrame) -> pd.DataFrame:
                   for f in rows["floor"]],
         "floor (s)": rows["floor_s"].to_numpy(),
         "fit / floor": rows["ratio"].to_numpy(),
-        "path": [_PATH_NAMES.get(f, f) for f in rows["factorization"]],
     })
 
 
