@@ -38,7 +38,6 @@ depend on the number of threads. BLAS is pinned to one thread per Python thread.
 from __future__ import annotations
 
 import math
-import mmap
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -49,6 +48,7 @@ from typing import Any
 import numpy as np
 from scipy import linalg
 
+from ._blas import geqrf_r, trsm_right_upper
 from .exceptions import InputError
 
 __all__ = ["MemoryFactor", "factor_memory", "OMEGA_MAX", "SAMPLE_STRIDE", "SAMPLE_MIN_BLOCKS"]
@@ -98,22 +98,6 @@ class MemoryFactor:
     reason: str
     memory: np.ndarray | None
     passes: float
-
-
-def _fresh(shape: tuple[int, int]) -> np.ndarray:
-    """An uninitialised float64 array; large ones in anonymous memory advised to use huge
-    pages (Linux), whose first touch costs a fraction of 4 kB pages' page faults (measured:
-    0.1 s instead of up to 0.9 s for 520 MB on the benchmark machine)."""
-    nbytes = int(np.prod(shape)) * 8
-    advise = getattr(mmap, "MADV_HUGEPAGE", None)
-    if nbytes < (64 << 20) or advise is None or not hasattr(mmap, "MAP_ANONYMOUS"):
-        return np.empty(shape)
-    try:
-        buf = mmap.mmap(-1, nbytes, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
-        buf.madvise(advise)
-    except (OSError, ValueError):  # pragma: no cover - no anonymous mmap or madvise here
-        return np.empty(shape)
-    return np.frombuffer(buf, dtype=np.float64).reshape(shape)
 
 
 def block_rows(Hp: int) -> int:
@@ -227,7 +211,6 @@ def _q_pass(
     accG = np.zeros((_LANES, Hp, Hp))
     accC = np.zeros((_LANES, Hp, A))
     R1f = np.asfortranarray(R1)
-    trsm = linalg.blas.dtrsm
 
     def work(lane: int, a: int, e: int, buf: np.ndarray) -> None:
         if e - a < buf.shape[0]:  # a short last block: a Fortran array of its own
@@ -235,9 +218,7 @@ def _q_pass(
         Wb = src.pass2(a, e, buf[:, :Hp], scale)  # Fortran-contiguous columns
         if src.intercept and const != 1.0:
             Wb[:, H] = const
-        Y = trsm(1.0, R1f, Wb, side=1, lower=0, trans_a=0, overwrite_b=1)
-        if not np.shares_memory(Y, Wb):  # pragma: no cover - f2py copied
-            raise RuntimeError("dtrsm did not work in place")
+        trsm_right_upper(R1f, Wb)  # Y R_1 = X in place, the GIL released
         buf[:, Hp:] = Rret[a:e]
         S = buf.T @ buf  # [Y, R_b]^T [Y, R_b]: one symmetric product
         accG[lane] += S[:Hp, :Hp]
@@ -334,7 +315,7 @@ def factor_memory(
     if sample is None:
         sample = (not householder and kind != "dask"
                   and n >= SAMPLE_MIN_BLOCKS * block_rows(Hp))
-    memory = _fresh((n, Hp)) if kind == "array" else None
+    memory = np.empty((n, Hp)) if kind == "array" else None
     src = None if kind == "dask" else _Source(Phi, intercept, memory)
     stride = SAMPLE_STRIDE if sample else 1
     # block kernels gain nothing from a BLAS pool (and its spinning threads cost): pinned
@@ -498,15 +479,10 @@ def _chunk_q(block: Any, Rb: np.ndarray, R1: np.ndarray, intercept: bool, scale:
 # ---------------------------------------------------------------------- Householder TSQR
 def qr_r(X: np.ndarray) -> np.ndarray:
     """Upper-triangular factor R of a QR of ``X`` (p x q, p >= q), shape (q, q)."""
-    geqrf = linalg.lapack.dgeqrf
-    # a workspace of 64 columns per row of the factor: LAPACK's blocked (level-3) QR; the
-    # wrapper's minimal default would run the unblocked level-2 code, ~30x slower
-    qr, _, _, info = geqrf(
-        np.asfortranarray(X, dtype=np.float64), lwork=64 * max(1, X.shape[1]), overwrite_a=1
-    )
-    if info != 0:  # pragma: no cover - LAPACK argument error
-        raise RuntimeError(f"LAPACK dgeqrf failed with info = {info}")
-    return np.triu(qr[: X.shape[1]])
+    A = np.asfortranarray(X, dtype=np.float64)  # overwritten (as is X if it is one)
+    if not A.flags.writeable:
+        A = A.copy(order="F")
+    return geqrf_r(A)
 
 
 def _chunk_r(
