@@ -29,172 +29,22 @@ from __future__ import annotations
 import inspect
 import numbers
 import warnings
-from dataclasses import dataclass, fields
+from collections.abc import Iterator
 from typing import Any, Literal
 
 import numpy as np
 import pandas as pd
 
 from ._ranking import top_k_indices
-from ._validation import as_query, check_action, check_case_ids, check_k
+from ._results import Explanation, TopCases
+from ._signals import case_account
+from ._validation import as_query, check_action, check_case_ids, check_k, check_positive_int
 from .exceptions import InputError
 
 __all__ = ["CaseQueryMixin", "TopCases", "Explanation"]
 
 _ORDERS = ("magnitude", "abs", "positive", "negative")
 _RANK_BY = ("contribution", "coefficient")
-
-
-@dataclass(frozen=True, eq=False)
-class TopCases:
-    """Result of ``top_cases``: the strongest cases of each query, still unpacking as a pair.
-
-    ``idx, psi = est.top_cases(phi)`` keeps working: iterating (or indexing ``[0]``,
-    ``[1]``) gives ``indices`` and ``contributions``. Two results are equal (``==``) when
-    every field is (arrays compared with :func:`numpy.array_equal`). Frozen and picklable.
-
-    Attributes
-    ----------
-    indices : ndarray of int, shape (m, k) or (k,)
-        Training-case positions (rows of ``Phi``), strongest first.
-    contributions : ndarray of float, shape (m, k) or (k,)
-        The signed contributions :math:`\\psi_i(a, x) = \\alpha_i(x) r_i(a)` (eq. 15).
-    case_ids : ndarray, shape (m, k) or (k,)
-        The same cases named by the labels given to ``fit`` (``case_ids=`` or the index of a
-        ``Phi`` DataFrame); the positions when the cases were not labelled.
-    action : ndarray of int, shape (m,), or int
-        Position of the action whose score is explained, per query (the decision
-        :math:`\\arg\\max_a Q(x, a)` when ``action=None`` was passed).
-    action_name : ndarray, shape (m,), or scalar
-        The same action by its name (``action_names_``; the position when unnamed).
-    coefficients : ndarray of float, shape (m, k) or (k,), or None
-        :math:`\\alpha_i(x)` of the listed cases (eq. 10); filled when
-        ``rank_by="coefficient"`` (``None`` otherwise: ranking by contribution never needs
-        them, and :meth:`explain` lists them).
-    order : str
-        ``"magnitude"``, ``"positive"`` or ``"negative"``.
-    rank_by : str
-        ``"contribution"`` (:math:`\\psi_i`) or ``"coefficient"`` (:math:`\\alpha_i`).
-    """
-
-    indices: np.ndarray
-    contributions: np.ndarray
-    case_ids: np.ndarray | None = None
-    action: Any = None
-    action_name: Any = None
-    coefficients: np.ndarray | None = None
-    order: str = "magnitude"
-    rank_by: str = "contribution"
-
-    def __post_init__(self) -> None:
-        if self.case_ids is None:
-            object.__setattr__(self, "case_ids", self.indices)
-        if self.action_name is None and self.action is not None:
-            object.__setattr__(self, "action_name", self.action)
-
-    # a pair, as the NamedTuple this replaces: ``idx, psi = top``, ``top[0]``
-    def __iter__(self) -> Any:
-        return iter((self.indices, self.contributions))
-
-    def __len__(self) -> int:
-        return 2
-
-    def __getitem__(self, i: Any) -> Any:
-        return (self.indices, self.contributions)[i]
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, TopCases):
-            return NotImplemented
-        for f in fields(self):
-            a, b = getattr(self, f.name), getattr(other, f.name)
-            if a is None or b is None:
-                if a is not b:
-                    return False
-            elif isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
-                if not np.array_equal(np.asarray(a), np.asarray(b)):
-                    return False
-            elif a != b:
-                return False
-        return True
-
-    __hash__ = None  # type: ignore[assignment]
-
-    def to_frame(self) -> pd.DataFrame:
-        """One row per (query, rank): ``query, rank, action, position, case_id, psi`` (and
-        ``alpha`` when the coefficients are known).
-
-        Returns
-        -------
-        pandas.DataFrame
-            ``k`` rows for a 1-D query, ``m * k`` rows otherwise.
-        """
-        idx = np.atleast_2d(self.indices)
-        m, k = idx.shape
-        names = self.action_name if self.action_name is not None else np.full(m, None)
-        cols: dict[str, Any] = {
-            "query": np.repeat(np.arange(m), k),
-            "rank": np.tile(np.arange(1, k + 1), m),
-            "action": np.repeat(np.broadcast_to(np.asarray(names, dtype=object), (m,)), k),
-            "position": idx.ravel(),
-            "case_id": np.atleast_2d(self.case_ids).ravel(),
-            "psi": np.atleast_2d(self.contributions).ravel(),
-        }
-        if self.coefficients is not None:
-            cols["alpha"] = np.atleast_2d(self.coefficients).ravel()
-        frame = pd.DataFrame(cols)
-        if self.action_name is not None:
-            frame["action"] = frame["action"].infer_objects()
-        return frame
-
-
-@dataclass(frozen=True, eq=False)
-class Explanation:
-    """Result of ``explain``: the case account of many decisions (Sec. 4).
-
-    Attributes
-    ----------
-    cases : pandas.DataFrame
-        One row per (query, rank): ``query, rank, case_id, alpha, psi, return, case_action,
-        effect``; ``case_action`` is the case-optimal action :math:`a_i^*` by name.
-    signals : pandas.DataFrame
-        One row per query (index ``query``): ``action`` (by name), ``score``, ``margin``,
-        ``entropy``, ``gini``, ``risk`` (eq. 16-20).
-    action_names : ndarray or None
-        The estimator's ``action_names_`` when its actions are named (the frames then hold
-        names), ``None`` when they are the positions ``0..|A|-1``.
-
-    Unpacks as ``cases, signals = est.explain(phi)``.
-    """
-
-    cases: pd.DataFrame
-    signals: pd.DataFrame
-    action_names: np.ndarray | None = None
-
-    def __iter__(self) -> Any:
-        return iter((self.cases, self.signals))
-
-    def __getitem__(self, i: Any) -> Any:
-        return (self.cases, self.signals)[i]
-
-    def __len__(self) -> int:
-        return 2
-
-    def plot(self, query: int = 0, **kwargs: Any) -> Any:
-        """Draw one query's top cases (:func:`cbdt.plots.plot_top_cases`).
-
-        Parameters
-        ----------
-        query : int, default=0
-        **kwargs
-            Passed on (``action_names``, ``ax``, ``max_label``).
-
-        Returns
-        -------
-        matplotlib.figure.Figure
-        """
-        from .plots import plot_top_cases
-
-        return plot_top_cases(self, query, **kwargs)
 
 
 def _positional_k(
@@ -261,7 +111,9 @@ class CaseQueryMixin:
         """Block starts ``0, step, ...``; a tqdm bar when ``progress`` and several blocks."""
         starts = range(0, m, step)
         if getattr(self, "progress", False) and len(starts) > 1:
-            from tqdm.auto import tqdm
+            from ._optional import require
+
+            tqdm = require("tqdm.auto", "progress=True").tqdm
 
             return tqdm(starts, desc=what, unit="block", leave=False)
         return starts
@@ -330,6 +182,61 @@ class CaseQueryMixin:
         return np.arange(self.n_cases_) if ids is None else ids
 
     # ------------------------------------------------------------- queries
+    def iter_coefficients(
+        self, phi: Any, block_size: int | None = None
+    ) -> Iterator[tuple[slice, np.ndarray]]:
+        """Coefficients of many queries, one block at a time (eq. 10/11).
+
+        For more queries than fit in memory as one ``(m, n)`` array: each step yields the
+        slice of queries it covers and their coefficients, written into one buffer that is
+        reused, so memory stays ``O(block_size * n)``. Copy a block to keep it.
+
+        Parameters
+        ----------
+        phi : array-like of shape (m, H)
+        block_size : int, optional
+            Queries per block; default ``topk_block_entries // n`` (about 128 MB), at most
+            ``batch_size``.
+
+        Yields
+        ------
+        (slice, ndarray of shape (b, n))
+        """
+        Q, _ = self._check_query(phi)
+        if block_size is None:
+            step = self._query_step()
+        else:
+            step = check_positive_int("block_size", block_size)
+        buf = np.empty((min(step, Q.shape[0]), self.n_cases_))
+        for s in range(0, Q.shape[0], step):
+            sl = slice(s, min(s + step, Q.shape[0]))
+            block = buf[: sl.stop - sl.start]
+            self._alpha(Q[sl], out=block)
+            yield sl, block
+
+    def leverage(self, phi: Any) -> np.ndarray:
+        """Leverage :math:`\\lVert\\alpha(x)\\rVert^2` of each query (no returns involved).
+
+        For OLS, :math:`\\lVert\\alpha(x)\\rVert^2 = \\varphi(x)^\\top G^{-1}\\varphi(x)`
+        (eq. 10): the factor by which the noise variance of the returns scales the variance
+        of the readout score, large far from the training representations. This default sums
+        the squares of blocks of coefficients (:meth:`iter_coefficients`, :math:`O(nH)` per
+        query); :class:`~cbdt.CaseInfluence` computes it in :math:`O(H^2)`.
+
+        Parameters
+        ----------
+        phi : array-like of shape (m, H) or (H,)
+
+        Returns
+        -------
+        ndarray of shape (m,), or a float for a 1-D query
+        """
+        Q, single = self._check_query(phi)
+        lev = np.empty(Q.shape[0])
+        for sl, A in self.iter_coefficients(Q):
+            lev[sl] = np.einsum("mn,mn->m", A, A)
+        return float(lev[0]) if single else lev
+
     def contributions(self, phi: Any, action: Any = None) -> np.ndarray:
         """Case audit contributions :math:`\\psi_i(a, x) = \\alpha_i(x) r_{i,a}` (eq. 15).
 
@@ -477,8 +384,6 @@ class CaseQueryMixin:
         old signature ``explain(phi, k)``), with a FutureWarning; pass ``action=`` or
         ``k=`` by keyword.
         """
-        from .audit import _case_account
-
         if args:
             if len(args) > 1:
                 raise TypeError(
@@ -501,7 +406,7 @@ class CaseQueryMixin:
             else:
                 action = first
         Q, _ = self._check_query(phi)
-        top, S, acts, a_star, signals = _case_account(
+        top, S, acts, a_star, signals = case_account(
             self, Q, action, k=k, rank_by=rank_by, case_ids=case_ids, case_actions=None,
             gamma=gamma, eps=eps, batch_size=None, caller="explain",
         )

@@ -145,7 +145,7 @@ _BIAS_MAX = 2.0**64  # largest scaled constant term |b| 2^shift the float32 scre
 _KEY_MAX = 2.0**100  # above every scaled float32 key (thresholds are clipped to it)
 
 
-def _row_blocks(Phi: Any) -> list[tuple[Any, int, int]]:
+def row_blocks(Phi: Any) -> list[tuple[Any, int, int]]:
     """(delayed block, first row, end row) of every row chunk of a dask ``Phi``."""
     ends = np.cumsum(Phi.chunks[0]).tolist()
     starts = [0] + ends[:-1]
@@ -183,7 +183,7 @@ def _unit_exponent(v: float) -> int:
     return -math.frexp(v)[1] if v > 0 else 0
 
 
-def _max_row_norm(X: np.ndarray) -> float:
+def max_row_norm(X: np.ndarray) -> float:
     """``max_i ||x_i||`` without overflow or underflow of the squares (an exact power-of-two
     rescaling when they would leave float64's normal range)."""
     if X.size == 0:
@@ -290,7 +290,7 @@ def _refine_top_k(
     return cols[take], keys[take], vals[take]
 
 
-def _rank_block(
+def rank_block(
     B: np.ndarray,
     Yt: np.ndarray,
     X: np.ndarray,
@@ -334,7 +334,7 @@ def _rank_block(
     return idx, keys, vals
 
 
-def _scan_top_k(
+def scan_top_k(
     chunks: Any,
     Y: np.ndarray,
     bias: np.ndarray | None,
@@ -363,7 +363,7 @@ def _scan_top_k(
         # than one per run of equal actions; every query's top-k is independent of the
         # others, so the results, put back in the callers' order, are the same
         perm = np.argsort(acts, kind="stable")
-        out = _scan_top_k(chunks, Y[:, perm], None if bias is None else bias[perm], Rt,
+        out = scan_top_k(chunks, Y[:, perm], None if bias is None else bias[perm], Rt,
                           acts[perm], k, key, entries, n, threads, rmax)
         inv = np.empty_like(perm)
         inv[perm] = np.arange(perm.size)
@@ -417,7 +417,7 @@ def _scan_top_k(
 
 
 class _TopKScan:
-    """Running top-k of a group of queries, fed chunk by chunk (see :func:`_scan_top_k`).
+    """Running top-k of a group of queries, fed chunk by chunk (see :func:`scan_top_k`).
 
     ``alpha = X @ Y + bias`` for each case chunk ``X`` (rows = cases). With ``Rt`` the
     weights are psi: for many queries each cache-sized sub-chunk of ``X`` is scaled once per
@@ -633,7 +633,7 @@ class _TopKScan:
         g, k, Rt, bias = _GROUP, self.k, self.Rt, self.bias
         h = self.Yt.shape[1]
         w = Xs.shape[0]
-        xmax = _max_row_norm(Xs)
+        xmax = max_row_norm(Xs)
         Rs = None if Rt is None else Rt[:, gpos : gpos + w]
         rq = None if Rs is None else np.abs(Rs).max(axis=1)  # max |r| of each action here
         plan = self._shift32(xmax)
@@ -727,9 +727,9 @@ def _scan_block(
     block: Any, Y: np.ndarray, bias: Any, R_loc: Any, acts: np.ndarray, k: int, key: str,
     entries: int,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """:func:`_scan_top_k` of one dask chunk, on a worker (indices local to the chunk)."""
+    """:func:`scan_top_k` of one dask chunk, on a worker (indices local to the chunk)."""
     X = np.asarray(block, dtype=np.float64)
-    return _scan_top_k([(0, X)], Y, bias, R_loc, acts, k, key, entries, X.shape[0])
+    return scan_top_k([(0, X)], Y, bias, R_loc, acts, k, key, entries, X.shape[0])
 
 
 def _above(
@@ -769,7 +769,7 @@ def _above(
     return rows[o], cols[o]
 
 
-def _rank_dask(
+def rank_dask(
     Phi: Any,
     Y: np.ndarray,
     bias: np.ndarray | None,
@@ -779,11 +779,11 @@ def _rank_dask(
     key: str,
     entries: int,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """:func:`_scan_top_k` on every row chunk of a dask ``Phi`` (on its workers), then the
+    """:func:`scan_top_k` on every row chunk of a dask ``Phi`` (on its workers), then the
     per-chunk top-k lists merged in case order on the client."""
     import dask
 
-    blocks = _row_blocks(Phi)
+    blocks = row_blocks(Phi)
     Yd, bd, ad = dask.delayed(Y), dask.delayed(bias), dask.delayed(acts)
     parts = [  # each task gets its own slice of the returns, nothing more
         dask.delayed(_scan_block)(

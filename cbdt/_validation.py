@@ -308,6 +308,13 @@ def check_k(k: Any, n: int, *, what: str = "training cases") -> int:
     return k
 
 
+def check_positive_int(name: str, value: Any) -> int:
+    """``value`` as an int >= 1 (bools refused), or an InputError naming ``name``."""
+    if not isinstance(value, numbers.Integral) or isinstance(value, bool) or value < 1:
+        raise InputError(f"{name} must be a positive integer, got {value!r}.")
+    return int(value)
+
+
 def check_nonnegative_scalar(name: str, value: Any) -> float:
     """Validate a finite, non-negative real scalar."""
     if not isinstance(value, numbers.Real) or isinstance(value, bool):
@@ -342,3 +349,22 @@ def check_case_ids(case_ids: Any, n: int, data: Any = None) -> np.ndarray | None
     ids = ids.copy()
     ids.setflags(write=False)
     return ids
+
+
+def storable_ids(ids: np.ndarray, what: str = "case_ids_") -> np.ndarray:
+    """Case ids (or action names) as an array ``np.savez`` writes without pickle (numbers,
+    strings, dates)."""
+    if ids.dtype != object:
+        return ids
+    if all(isinstance(v, str) for v in ids):
+        return ids.astype(str)
+    kinds = sorted({type(v).__name__ for v in ids})
+    fix = (
+        "action_names=[str(a) for a in R.columns]" if what == "action_names_"
+        else "case_ids=frame.index.astype(str)"
+    )
+    raise InputError(
+        f"{what} hold Python objects of types {kinds}, which an .npz file cannot store "
+        f"without pickle; refit with {what[:-1]} converted to strings or integers "
+        f"(e.g. {fix})."
+    )

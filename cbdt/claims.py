@@ -242,7 +242,7 @@ class ChapterClaims:
         lines: list[str] = []
         for p in self.intro:
             lines += [p, ""]
-        lines += _md_table(["", "claim", "paper", "book", "status"],
+        lines += md_table(["", "claim", "paper", "book", "status"],
                            [[str(i), c.claim, c.paper, c.book, _status_md(c.status)]
                             for i, c in enumerate(self.claims, 1)])
         lines.append("")
@@ -253,7 +253,7 @@ class ChapterClaims:
             lines.append("")
         for t in self.tables:
             lines += [t["caption"], ""]
-            lines += _md_table(t["columns"], t["rows"])
+            lines += md_table(t["columns"], t["rows"])
             lines.append("")
         for p in self.notes:
             lines += [p, ""]
@@ -487,7 +487,7 @@ def render_page(chapters: Sequence[ChapterClaims]) -> str:
     lines.append("")
     summary = ", ".join(f"{total[s]} {s}" for s in STATUSES if s in total)
     lines += [f"In all, {n} claims from {len(chapters)} chapters: {summary}.", ""]
-    lines += _md_table(
+    lines += md_table(
         ["chapter", *[s for s in STATUSES if s in total]],
         [[f"{{doc}}`{int(ch.chapter):d} <../{ch.doc}>`",
           *[str(ch.counts().get(s, 0)) for s in STATUSES if s in total]] for ch in chapters],
@@ -558,7 +558,7 @@ def _md_cell(s: Any) -> str:
     return str(s).replace("|", "\\|").replace("\n", " ").strip() or " "
 
 
-def _md_table(columns: Iterable[Any], rows: Iterable[Iterable[Any]]) -> list[str]:
+def md_table(columns: Iterable[Any], rows: Iterable[Iterable[Any]]) -> list[str]:
     cols = [_md_cell(c) for c in columns]
     out = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     out += ["| " + " | ".join(_md_cell(v) for v in r) + " |" for r in rows]

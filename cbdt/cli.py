@@ -451,9 +451,9 @@ def _readable(df: pd.DataFrame) -> tuple[list[str], list[list[str]]]:
 
 
 def _markdown(df: pd.DataFrame) -> str:
-    from .claims import _md_table
+    from .claims import md_table
 
-    return "\n".join(_md_table(*_readable(df))) + "\n"
+    return "\n".join(md_table(*_readable(df))) + "\n"
 
 
 #: Clauses of a reason that restate where the paper's value lies (the line shows both values).
@@ -577,7 +577,9 @@ def reproduce(
     pandas.DataFrame
         One row per artifact: ``artifact, paper, chapter, seconds, files``.
     """
-    from tqdm.auto import tqdm
+    from ._optional import require
+
+    tqdm = require("tqdm.auto", "cbdt reproduce").tqdm
 
     names = list(ARTIFACTS) if not names else list(names)
     unknown = [n for n in names if n not in ARTIFACTS]

@@ -14,6 +14,7 @@ __all__ = [
     "NotFittedError",
     "RankDeficientError",
     "InputError",
+    "MissingExtraError",
     "DegenerateAuditWarning",
     "ReturnsWarning",
     "SolverFallbackWarning",
@@ -28,6 +29,11 @@ class CBDTError(Exception):
 
 class InputError(CBDTError, ValueError):
     """An argument has the wrong shape, type, range or contains NaN/inf."""
+
+
+class MissingExtraError(CBDTError, ImportError):
+    """An optional dependency is not installed; the message names the extra that brings it
+    (``pip install 'cbdt[plot]'``, ...)."""
 
 
 class NotFittedError(CBDTError, ValueError, AttributeError):

@@ -25,6 +25,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
+from .exceptions import InputError
+
 __all__ = [
     "Control",
     "Frame",
@@ -72,14 +76,14 @@ class Control:
     def __post_init__(self) -> None:
         values = tuple(self.values)
         if not values:
-            raise ValueError(f"control {self.name!r} has no values")
+            raise InputError(f"control {self.name!r} has no values")
         if self.kind not in ("range", "select"):
-            raise ValueError(f"control {self.name!r}: kind must be 'range' or 'select'")
+            raise InputError(f"control {self.name!r}: kind must be 'range' or 'select'")
         labels = tuple(self.labels) or tuple(format(v, self.fmt) for v in values)
         if len(labels) != len(values):
-            raise ValueError(f"control {self.name!r}: {len(labels)} labels for {len(values)} values")
+            raise InputError(f"control {self.name!r}: {len(labels)} labels for {len(values)} values")
         if not 0 <= self.start < len(values):
-            raise ValueError(f"control {self.name!r}: start {self.start} out of range")
+            raise InputError(f"control {self.name!r}: start {self.start} out of range")
         object.__setattr__(self, "values", values)
         object.__setattr__(self, "labels", tuple(str(s) for s in labels))
 
@@ -104,12 +108,12 @@ def grid_points(controls: Sequence[Control]) -> list[dict[str, Any]]:
     """
     names = [c.name for c in controls]
     if len(set(names)) != len(names):
-        raise ValueError(f"control names must be unique: {names}")
+        raise InputError(f"control names must be unique: {names}")
     n = 1
     for c in controls:
         n *= len(c.values)
     if n > MAX_FRAMES:
-        raise ValueError(f"{n} grid points exceed MAX_FRAMES = {MAX_FRAMES}; use fewer values")
+        raise InputError(f"{n} grid points exceed MAX_FRAMES = {MAX_FRAMES}; use fewer values")
     return [
         dict(zip(names, combo, strict=True))
         for combo in itertools.product(*(c.values for c in controls))
@@ -138,10 +142,8 @@ def figure_png(
     -------
     bytes
     """
-    import numpy as np
-
     if colors is not None and not 2 <= int(colors) <= 256:
-        raise ValueError(f"colors must lie in 2 .. 256 or be None, got {colors}")
+        raise InputError(f"colors must lie in 2 .. 256 or be None, got {colors}")
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=dpi, facecolor="white")
     if colors is None:
@@ -243,10 +245,10 @@ def static_explorer_html(
     """
     points = grid_points(controls)
     if len(frames) != len(points):
-        raise ValueError(f"{len(frames)} frames for a grid of {len(points)} points")
+        raise InputError(f"{len(frames)} frames for a grid of {len(points)} points")
     for fr, pt in zip(frames, points, strict=True):
         if fr.values != pt:
-            raise ValueError(f"frame values {fr.values} do not match grid point {pt}")
+            raise InputError(f"frame values {fr.values} do not match grid point {pt}")
     if uid is None:
         h = hashlib.sha1(title.encode())
         for c in controls:

@@ -27,8 +27,9 @@ import numpy as np
 from scipy import linalg
 
 from ._params import ParamsMixin
-from ._query import CaseQueryMixin, Explanation, TopCases
-from ._ranking import _max_row_norm, _rank_block, _rank_dask, _scan_top_k
+from ._query import CaseQueryMixin
+from ._ranking import max_row_norm, rank_block, rank_dask, scan_top_k
+from ._results import Explanation, TopCases
 from ._tsqr import block_rows, factor_memory, qr_r
 from ._validation import (
     as_float_matrix,
@@ -36,6 +37,7 @@ from ._validation import (
     check_case_ids,
     check_finite,
     check_nonnegative_scalar,
+    storable_ids,
 )
 from .exceptions import InputError, NotFittedError, RankDeficientError, ReturnsWarning
 
@@ -582,10 +584,10 @@ class CaseInfluence(CaseQueryMixin, ParamsMixin):
         if self.ridge_metric is not None:
             arrays["ridge_metric"] = np.asarray(self.ridge_metric, dtype=np.float64)
         if self.case_ids_ is not None:
-            arrays["case_ids"] = _storable_ids(self.case_ids_)
+            arrays["case_ids"] = storable_ids(self.case_ids_)
         names = getattr(self, "action_names_", None)  # (H3) the actions' names, when named
         if names is not None and not np.array_equal(names, np.arange(self.n_actions_)):
-            arrays["action_names"] = _storable_ids(names, "action_names_")
+            arrays["action_names"] = storable_ids(names, "action_names_")
         if self._factor is not None:
             arrays["factor"] = self._factor
         else:
@@ -754,40 +756,6 @@ class CaseInfluence(CaseQueryMixin, ParamsMixin):
         for s in self._blocks(Q.shape[0], self.batch_size, "coefficients"):
             self._alpha(Q[s : s + self.batch_size], out=out[s : s + self.batch_size])
         return result
-
-    def iter_coefficients(
-        self, phi: Any, block_size: int | None = None
-    ) -> Iterator[tuple[slice, np.ndarray]]:
-        """Coefficients of many queries, one block at a time (eq. 10/11).
-
-        For more queries than fit in memory as one ``(m, n)`` array: each step yields the
-        slice of queries it covers and their coefficients, written into one buffer that is
-        reused, so memory stays ``O(block_size * n)``. Copy a block to keep it.
-
-        Parameters
-        ----------
-        phi : array-like of shape (m, H)
-        block_size : int, optional
-            Queries per block; default ``topk_block_entries // n`` (about 128 MB), at most
-            ``batch_size``.
-
-        Yields
-        ------
-        (slice, ndarray of shape (b, n))
-        """
-        Q, _ = self._check_query(phi)
-        if block_size is None:
-            step = max(1, min(self.batch_size, self.topk_block_entries // self.n_cases_))
-        elif isinstance(block_size, numbers.Integral) and block_size >= 1:
-            step = int(block_size)
-        else:
-            raise InputError(f"block_size must be a positive integer, got {block_size!r}.")
-        buf = np.empty((min(step, Q.shape[0]), self.n_cases_))
-        for s in range(0, Q.shape[0], step):
-            sl = slice(s, min(s + step, Q.shape[0]))
-            block = buf[: sl.stop - sl.start]
-            self._alpha(Q[sl], out=block)
-            yield sl, block
 
     def scores(self, phi: Any) -> np.ndarray:
         """Action scores :math:`Q(x, a) = \\varphi(x)^\\top v_a` (eq. 3), equal to eq. 9.
@@ -1058,8 +1026,8 @@ class CaseInfluence(CaseQueryMixin, ParamsMixin):
 
         One fused pass over the case memory for all queries: cache-sized blocks of
         coefficients are formed by GEMM, weighted, keyed and merged into running top-k lists
-        (:func:`_scan_top_k`), for ``batch_size`` queries at a time; one small block (one
-        query: a GEMV) is formed and ranked directly (:func:`_rank_block`). Every path
+        (:func:`scan_top_k`), for ``batch_size`` queries at a time; one small block (one
+        query: a GEMV) is formed and ranked directly (:func:`rank_block`). Every path
         screens with a rounding bound and takes its keys and values from
         :func:`cbdt._ranking._psi`, one evaluation of :math:`\\psi_i` (eq. 15) per (query,
         case), so a query's cases, its ties (to the lower case index) and its values do not
@@ -1077,13 +1045,13 @@ class CaseInfluence(CaseQueryMixin, ParamsMixin):
             # call
             memo = getattr(self, "_rank_memo", None)
             if memo is None or memo[0] is not X or memo[1] is not self._returns_t:
-                memo = (X, self._returns_t, _max_row_norm(X),
+                memo = (X, self._returns_t, max_row_norm(X),
                         np.abs(self._returns_t).max(axis=1))
                 self._rank_memo = memo
             Y, _ = self._query_side(Q)
             Yt = np.ascontiguousarray(Y.T)
             B = np.matmul(X, Yt[0])[None, :] if m == 1 else Yt @ X.T
-            return _rank_block(B, Yt, X, Rt, acts, k, key, memo[2], memo[3],
+            return rank_block(B, Yt, X, Rt, acts, k, key, memo[2], memo[3],
                                self._returns_absmax)
         idx = np.empty((m, k), dtype=np.intp)
         keys = np.empty((m, k))
@@ -1095,9 +1063,9 @@ class CaseInfluence(CaseQueryMixin, ParamsMixin):
             Qp = Q[sl][perm]
             Y, bias = self._query_side(Qp)  # solved query by query: batch-invariant
             if self._kind == "dask":
-                best = _rank_dask(self._Phi, Y, bias, Rt, ap, k, key, self._SCAN_ENTRIES)
+                best = rank_dask(self._Phi, Y, bias, Rt, ap, k, key, self._SCAN_ENTRIES)
             else:
-                best = _scan_top_k(
+                best = scan_top_k(
                     self._chunks(), Y, bias, Rt, ap, k, key, self._SCAN_ENTRIES, self.n_cases_,
                     self._threads(sl.stop - sl.start), self._returns_absmax,
                 )
@@ -1107,24 +1075,5 @@ class CaseInfluence(CaseQueryMixin, ParamsMixin):
 
 
 # ---------------------------------------------------------------------- module helpers
-def _storable_ids(ids: np.ndarray, what: str = "case_ids_") -> np.ndarray:
-    """Case ids (or action names) as an array ``np.savez`` writes without pickle (numbers,
-    strings, dates)."""
-    if ids.dtype != object:
-        return ids
-    if all(isinstance(v, str) for v in ids):
-        return ids.astype(str)
-    kinds = sorted({type(v).__name__ for v in ids})
-    fix = (
-        "action_names=[str(a) for a in R.columns]" if what == "action_names_"
-        else "case_ids=frame.index.astype(str)"
-    )
-    raise InputError(
-        f"{what} hold Python objects of types {kinds}, which an .npz file cannot store "
-        f"without pickle; refit with {what[:-1]} converted to strings or integers "
-        f"(e.g. {fix})."
-    )
-
-
 def _is_dask(x: Any) -> bool:
     return type(x).__module__.split(".")[0] == "dask" and hasattr(x, "chunks")

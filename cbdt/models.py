@@ -23,12 +23,14 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np
-import torch
-from torch import nn
 
-from ._validation import as_float_matrix, check_nonnegative_scalar
+from ._optional import require
+from ._validation import as_float_matrix, check_nonnegative_scalar, check_positive_int
 from .exceptions import InputError, NotFittedError
-from .torch import ProbeFidelity, _network_fidelity
+from .torch import ProbeFidelity, network_fidelity
+
+torch = require("torch", "cbdt.models")
+nn = torch.nn
 
 __all__ = [
     "set_determinism",
@@ -164,12 +166,6 @@ class _MLP(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.head(self.represent(x))
-
-
-def _positive_int(name: str, value: Any) -> int:
-    if not isinstance(value, numbers.Integral) or isinstance(value, bool) or value < 1:
-        raise InputError(f"{name} must be a positive integer, got {value!r}.")
-    return int(value)
 
 
 def _positive_float(name: str, value: Any) -> float:
@@ -312,11 +308,11 @@ class CaseNetwork:
             raise InputError(
                 f"activation must be one of {sorted(_ACTIVATIONS)}, got {self.activation!r}."
             )
-        epochs = _positive_int("epochs", self.epochs)
+        epochs = check_positive_int("epochs", self.epochs)
         lr = _positive_float("lr", self.lr)
-        batch = None if self.batch_size is None else _positive_int("batch_size", self.batch_size)
+        batch = None if self.batch_size is None else check_positive_int("batch_size", self.batch_size)
         wd = check_nonnegative_scalar("weight_decay", self.weight_decay)
-        n_ck = min(_positive_int("n_checkpoints", self.n_checkpoints), epochs)
+        n_ck = min(check_positive_int("n_checkpoints", self.n_checkpoints), epochs)
         return hidden, epochs, lr, batch, wd, n_ck
 
     def _check_fitted(self) -> None:
@@ -517,7 +513,7 @@ class CaseNetwork:
         """
         if not isinstance(self, CaseNetwork):
             raise InputError(f"network must be a CaseNetwork, got {type(self).__name__}.")
-        return _network_fidelity(self, X_train, R_train, X_test, ridge=ridge, solver=solver,
+        return network_fidelity(self, X_train, R_train, X_test, ridge=ridge, solver=solver,
                                  intercept=True, fallback=False, warn=False)
 
 

@@ -16,6 +16,7 @@ App. C.7), ``method="cases"`` samples landmark training cases of the sample-side
 
 from __future__ import annotations
 
+import json
 import numbers
 import warnings
 from typing import Any, Literal
@@ -25,11 +26,13 @@ from scipy import linalg
 
 from ._params import ParamsMixin
 from ._query import CaseQueryMixin
+from ._ranking import scan_top_k
 from ._validation import (
     as_float_matrix,
     check_action_names,
     check_case_ids,
     check_finite,
+    storable_ids,
 )
 from .exceptions import InputError, NotFittedError
 
@@ -460,6 +463,117 @@ class NystromCaseInfluence(CaseQueryMixin, ParamsMixin):
             return np.zeros((C.shape[0], 0))
         return (C @ U[:, keep]) / np.sqrt(w[keep])
 
+    # ------------------------------------------------------------------ persistence
+    _FORMAT = 1
+
+    @property
+    def dual_(self) -> np.ndarray:
+        """The dual matrix :math:`D` (n, H), read-only: :math:`\\tilde\\alpha(x) = D\\,
+        \\varphi(x)` (``Phi (lam I + G~)^-1`` for ``method="features"``, ``(K~ + lam I)^-1
+        Phi`` for ``"cases"``)."""
+        self._check_fitted()
+        return self._dual
+
+    def save(self, path: Any) -> None:
+        """Write the fitted approximation to an ``.npz`` file (no pickle).
+
+        The file holds the constructor parameters, the dual matrix (what the coefficients
+        need), the readout, the returns, the sample and the ridge; :meth:`load` gives back an
+        estimator whose every query equals this one's bit for bit.
+
+        Parameters
+        ----------
+        path : str or path-like
+            Target file; numpy appends ``.npz`` when missing.
+        """
+        self._check_fitted()
+        params = {k: getattr(self, k) for k in self._PARAMS}
+        arrays: dict[str, np.ndarray] = {
+            "format": np.array(self._FORMAT),
+            "kind": np.array("NystromCaseInfluence"),
+            "params": np.array(json.dumps(params)),
+            "dual": self._dual,
+            "readout": self.readout_,
+            "returns": self.returns_,
+            "sample": self.sample_,
+            "fitted": np.array([self.ridge_, self.nystrom_rank_]),
+        }
+        if self.case_ids_ is not None:
+            arrays["case_ids"] = storable_ids(self.case_ids_)
+        names = self.action_names_
+        if names is not None and not np.array_equal(names, np.arange(self.n_actions_)):
+            arrays["action_names"] = storable_ids(names, "action_names_")
+        np.savez(path, **arrays)
+
+    @classmethod
+    def load(cls, path: Any) -> NystromCaseInfluence:
+        """Read an approximation written by :meth:`save`, checking every entry."""
+
+        def bad(what: str) -> InputError:
+            return InputError(
+                f"{path!s} is damaged or was not written by NystromCaseInfluence.save: {what}. "
+                "Refit and save it again."
+            )
+
+        with np.load(path, allow_pickle=False) as f:
+            if "kind" not in f or str(f["kind"]) != "NystromCaseInfluence":
+                raise InputError(
+                    f"{path!s} is not a NystromCaseInfluence file (a CaseInfluence file is read "
+                    "by cbdt.CaseInfluence.load)."
+                )
+            if "format" not in f or int(f["format"]) != cls._FORMAT:
+                raise InputError(
+                    f"{path!s} is not a NystromCaseInfluence file of format {cls._FORMAT}; "
+                    "refit and save it again with this version of cbdt."
+                )
+            for key in ("params", "dual", "readout", "returns", "sample", "fitted"):
+                if key not in f:
+                    raise bad(f"the entry {key!r} is missing")
+            try:
+                params = json.loads(str(f["params"]))
+            except ValueError as err:
+                raise bad(f"its 'params' entry is not JSON ({err})") from None
+            if not isinstance(params, dict):
+                raise bad("its 'params' entry is not a mapping of parameter names")
+            unknown = sorted(set(params) - set(cls._PARAMS))
+            if unknown:
+                raise InputError(
+                    f"{path!s} sets parameter(s) {unknown} that this version of cbdt does not "
+                    "know: it was written by a newer cbdt. Upgrade cbdt or refit and save it "
+                    "with this version."
+                )
+            dual, V, R = f["dual"], f["readout"], f["returns"]
+            if dual.ndim != 2 or R.ndim != 2 or R.shape[0] != dual.shape[0]:
+                raise bad(f"'dual' {dual.shape} and 'returns' {R.shape} disagree")
+            n, H = dual.shape
+            A = R.shape[1]
+            expect = {"readout": (H, A), "fitted": (2,), "case_ids": (n,),
+                      "action_names": (A,)}
+            for key, shape in expect.items():
+                if key in f and f[key].shape != shape:
+                    raise bad(f"{key!r} has shape {f[key].shape}, the fit it describes "
+                              f"(n = {n}, H = {H}, |A| = {A}) needs {shape}")
+            est = cls(**params)
+            lam, k = f["fitted"].tolist()
+            for arr in (dual, V, R):
+                arr.setflags(write=False)
+            est._dual = dual
+            est.readout_ = V
+            est.ridge_ = float(lam)
+            est.sample_ = f["sample"]
+            est.nystrom_rank_ = int(k)
+            est.returns_ = R
+            est._returns_t = np.ascontiguousarray(R.T)
+            est.n_cases_, est.n_features_in_, est.n_actions_ = n, H, A
+            ids = f["case_ids"] if "case_ids" in f else None
+            if ids is not None:
+                ids.setflags(write=False)
+            est.case_ids_ = ids
+            est.action_names_ = check_action_names(
+                f["action_names"] if "action_names" in f else None, A
+            )
+        return est
+
     # ------------------------------------------------------------------ queries
     def _check_fitted(self) -> None:
         if not hasattr(self, "_dual"):
@@ -474,6 +588,35 @@ class NystromCaseInfluence(CaseQueryMixin, ParamsMixin):
             out = np.empty((Q.shape[0], self.n_cases_))
         np.matmul(Q, self._dual.T, out=out)
         return out
+
+    # entries (queries x cases) of one cache-sized block of the fused top-k scan
+    _SCAN_ENTRIES = 1 << 19
+
+    def _rank(
+        self, Q: np.ndarray, acts: np.ndarray, k: int, key: str, weight: str, what: str
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Top-k cases by ``key`` of psi or alpha through the fused scan of
+        :func:`cbdt._ranking.scan_top_k` over the dual matrix (alpha~ = D phi): the (m, n)
+        coefficients are never held, and a query's cases, ties and values do not depend on
+        the batch (the same scan as :class:`~cbdt.CaseInfluence`'s)."""
+        m = Q.shape[0]
+        Rt = self._returns_t if weight == "psi" else None
+        rmax = float(np.abs(self.returns_).max()) if self.returns_.size else 0.0
+        idx = np.empty((m, k), dtype=np.intp)
+        keys = np.empty((m, k))
+        vals = np.empty((m, k))
+        threads = 1
+        if m * self.n_cases_ >= (1 << 20):
+            from ._threads import blas_threads
+
+            threads = blas_threads()
+        for s in self._blocks(m, self.batch_size, what):
+            sl = slice(s, min(m, s + self.batch_size))
+            Y = np.ascontiguousarray(Q[sl].T)  # alpha~ = D Y
+            best = scan_top_k(iter([(0, self._dual)]), Y, None, Rt, acts[sl], k, key,
+                              self._SCAN_ENTRIES, self.n_cases_, threads, rmax)
+            keys[sl], idx[sl], vals[sl] = best
+        return idx, keys, vals
 
     def coefficients(self, phi: Any) -> np.ndarray:
         """Approximate coefficients :math:`\\tilde\\alpha(x)` (Nyström version of eq. 11).

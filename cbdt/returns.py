@@ -18,7 +18,7 @@ from .exceptions import InputError
 __all__ = ["returns_from_labels"]
 
 
-def _labels(y: Any, name: str = "y") -> np.ndarray:
+def label_positions(y: Any, name: str = "y") -> np.ndarray:
     """``y`` as a 1-D int64 array of non-negative class indices, or an InputError."""
     arr = np.asarray(y)
     if arr.ndim != 1 or arr.size == 0:
@@ -71,7 +71,7 @@ def returns_from_labels(y: Any, n_classes: int | None = None) -> np.ndarray:
            [0., 0., 1.],
            [0., 1., 0.]])
     """
-    lab = _labels(y)
+    lab = label_positions(y)
     if n_classes is None:
         C = int(lab.max()) + 1
     else:

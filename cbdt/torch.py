@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import io
 import os
+import sys
 import warnings
 import zipfile
 from collections.abc import Callable, Sequence
@@ -71,9 +72,9 @@ _UNITS_RATIO = 3.0  # network scores spread > 3x the returns': not on the return
 
 
 def _torch() -> Any:
-    import torch
+    from ._optional import require
 
-    return torch
+    return require("torch", "cbdt.torch")
 
 
 # ---------------------------------------------------------------------- modules
@@ -1243,12 +1244,13 @@ def _outputs(model: Any, Xt: Any, batch_size: int, output: Any, name: str) -> np
 
 
 def _is_case_network(model: Any) -> bool:
-    from .models import CaseNetwork
+    # no import of cbdt.models (it imports this module): a CaseNetwork exists only once
+    # cbdt.models has been imported
+    models = sys.modules.get("cbdt.models")
+    return models is not None and isinstance(model, models.CaseNetwork)
 
-    return isinstance(model, CaseNetwork)
 
-
-def _network_fidelity(
+def network_fidelity(
     network: Any, X_train: Any, R_train: Any, X_test: Any, *, ridge: float, solver: str,
     intercept: bool | None, fallback: bool, warn: bool,
 ) -> ProbeFidelity:
@@ -1368,7 +1370,7 @@ def probe_fidelity(
         if probe is not None:
             ps = probe.scores(model.represent(X_test))
             return _fidelity(probe, ps, model.predict(X_test), warn=True)
-        return _network_fidelity(model, X_train, R_train, X_test, ridge=ridge, solver=solver,
+        return network_fidelity(model, X_train, R_train, X_test, ridge=ridge, solver=solver,
                                  intercept=intercept, fallback=True, warn=True)
     _check_model(model)
     batch = _check_batch_size(batch_size)

@@ -22,6 +22,9 @@ import os
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import numpy as np
+
+from .exceptions import InputError
 from .explorer import Control, build_frames, static_explorer_html
 
 # resolution of the static frames: the inline backend's 100 dpi, so a frame looks like the live
@@ -126,8 +129,6 @@ def _grid(values: Sequence[float], start: float, rel: float = 1e-9) -> tuple[tup
 
 def _int_grid(n_max: int, start: int, n: int) -> tuple[tuple, int]:
     """``n`` evenly spread integers of ``0 .. n_max`` with the one nearest ``start`` set to it."""
-    import numpy as np
-
     picks = sorted({int(round(x)) for x in np.linspace(0, n_max, n)})
     j = int(np.argmin([abs(p - start) for p in picks]))
     picks[j] = int(start)
@@ -138,11 +139,9 @@ def _int_grid(n_max: int, start: int, n: int) -> tuple[tuple, int]:
 def _margin_queries(U, start: int, n: int) -> tuple[tuple, int]:
     """``n`` query indices at evenly spaced ranks of the margin ``top1 - top2`` of ``U`` rows
     (smallest margin first); the pick nearest ``start`` in rank is replaced by ``start``."""
-    import numpy as np
-
     U = np.asarray(U, dtype=float)
     if not 0 <= start < U.shape[0]:
-        raise ValueError(f"query must lie in 0 .. {U.shape[0] - 1}, got {start}")
+        raise InputError(f"query must lie in 0 .. {U.shape[0] - 1}, got {start}")
     top2 = np.sort(U, axis=1)[:, -2:]
     order = np.argsort(top2[:, 1] - top2[:, 0], kind="stable")
     rank = {int(q): r for r, q in enumerate(order)}
@@ -156,8 +155,6 @@ def _margin_queries(U, start: int, n: int) -> tuple[tuple, int]:
 def _axis_grid(lo: float, hi: float, start: float, n: int, step: float = 0.05) -> tuple[tuple, int]:
     """The centres of ``n`` equal bins of ``[lo, hi]`` rounded to multiples of ``step`` (inside
     the range, away from its edges), the one nearest ``start`` replaced by ``start``."""
-    import numpy as np
-
     centres = lo + (np.arange(n) + 0.5) * (hi - lo) / n
     pts = [round(round(x / step) * step, 10) for x in centres]
     j = int(np.argmin([abs(p - start) for p in pts]))
@@ -221,7 +218,6 @@ def cbdt_explorer(
     import math
 
     import ipywidgets as widgets
-    import numpy as np
 
     from .decision import GaussianSimilarity, support
     from .plots import plot_cbdt_query, problem_extent, support_breakdown
@@ -303,7 +299,6 @@ def invariance_explorer(Phi, R, queries, seed: int = 0, cond: float = 100.0,
         "html"}``.
     """
     import ipywidgets as widgets
-    import numpy as np
 
     from .experiments.invariance import invariance_report
 
@@ -506,7 +501,7 @@ def pjm_audit_explorer(run, index=None, static_hours: int = 7):
     start = default_audit_index(run) if index is None else int(index)
     n_test = run.problem.n_test
     if not 0 <= start < n_test:
-        raise ValueError(f"index must lie in 0 .. {n_test - 1}, got {start}")
+        raise InputError(f"index must lie in 0 .. {n_test - 1}, got {start}")
     slider = widgets.IntSlider(value=start, min=0, max=n_test - 1, step=1,
                                description="test hour", continuous_update=False,
                                layout=widgets.Layout(width="min(100%, 600px)"))

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from cbdt import CaseInfluence
 from cbdt import InputError as cbdt_InputError
-from cbdt._ranking import _scan_top_k, merge_top_k
+from cbdt._ranking import merge_top_k, scan_top_k
 
 EPS = np.finfo(np.float64).eps
 
@@ -94,7 +94,7 @@ def test_scan_equals_a_stable_full_sort(seed, n, m, levels, key, entries, thread
     acts = np.sort(rng.integers(0, 2, size=m))
     cut = int(rng.integers(0, n + 1))
     chunks = [(0, X[:cut]), (cut, X[cut:])] if 0 < cut < n else [(0, X)]
-    keys, idx, signed = _scan_top_k(chunks, Y, None, Rt, acts, k, key, entries, n, threads)
+    keys, idx, signed = scan_top_k(chunks, Y, None, Rt, acts, k, key, entries, n, threads)
     psi = (X @ Y).T * Rt[acts]
     full = {"abs": np.abs(psi), "positive": psi, "negative": -psi}[key]
     expect = reference_top_k(full, k)
@@ -108,7 +108,7 @@ def test_scan_worst_case_order_every_case_beats_the_last():
     n, m, k = 5000, 300, 25
     X = np.arange(n, dtype=float)[:, None]
     Y = np.linspace(1, 2, m)[None, :]
-    keys, idx, _ = _scan_top_k([(0, X)], Y, None, None, np.zeros(m, dtype=np.intp), k,
+    keys, idx, _ = scan_top_k([(0, X)], Y, None, None, np.zeros(m, dtype=np.intp), k,
                                "positive", 4096, n, 2)
     assert np.array_equal(idx, np.tile(np.arange(n - 1, n - k - 1, -1), (m, 1)))
 
@@ -190,7 +190,7 @@ def test_float32_screen_is_exact_below_float32_resolution(key):
     Y = rng.normal(size=(h, m))
     Rt = 1.0 + 1e-10 * rng.normal(size=(2, n))
     acts = np.sort(rng.integers(0, 2, size=m))
-    keys, idx, signed = _scan_top_k([(0, X)], Y, None, Rt, acts, k, key, 1 << 14, n, 1)
+    keys, idx, signed = scan_top_k([(0, X)], Y, None, Rt, acts, k, key, 1 << 14, n, 1)
     psi = (X @ Y).T * Rt[acts]
     full = {"abs": np.abs(psi), "positive": psi, "negative": -psi}[key]
     top = np.take_along_axis(full, reference_top_k(full, k), axis=1)

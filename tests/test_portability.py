@@ -60,7 +60,7 @@ def _pjm() -> tuple[np.ndarray, str]:
     c = pjm.PJMConfig()
     p = pjm_bidding_problem(0, n_train=c.n_train, n_test=c.n_test, window=c.window,
                             market=c.market)
-    net = pjm._network(c, 0).fit(p.X_train, p.R_train)
+    net = pjm.build_network(c, 0).fit(p.X_train, p.R_train)
     return net.predict(p.X_test), "chapters 07, 09"
 
 

@@ -21,7 +21,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cbdt import CaseInfluence, _ranking
-from cbdt._ranking import _psi, _scan_top_k
+from cbdt._ranking import _psi, scan_top_k
 
 ORDERS = ("magnitude", "positive", "negative")
 KEY = {"magnitude": np.abs, "positive": lambda v: v, "negative": lambda v: -v}
@@ -116,8 +116,8 @@ def test_scan_commutes_with_powers_of_two(seed, ex, ey, er, key, weighted, with_
     Rt = rng.normal(size=(2, n)) if weighted else None
     bias = rng.normal(size=m) if with_bias else None
     acts = np.sort(rng.integers(0, 2, size=m))
-    base = _scan_top_k([(0, X)], Y, bias, Rt, acts, k, key, 1 << 14, n, threads)
-    scaled = _scan_top_k(
+    base = scan_top_k([(0, X)], Y, bias, Rt, acts, k, key, 1 << 14, n, threads)
+    scaled = scan_top_k(
         [(0, np.ldexp(X, ex))], np.ldexp(Y, ey), None if bias is None else np.ldexp(bias, sa),
         None if Rt is None else np.ldexp(Rt, er), acts, k, key, 1 << 14, n, threads,
     )
@@ -140,9 +140,9 @@ def test_float64_fallback_when_float32_cannot_hold_the_block(monkeypatch):
     bias = rng.normal(size=m) * 2.0**100
     Rt = rng.normal(size=(1, n))
     acts = np.zeros(m, dtype=np.intp)
-    got = _scan_top_k([(0, X)], Y, bias, Rt, acts, k, "abs", 1 << 14, n, 1)
+    got = scan_top_k([(0, X)], Y, bias, Rt, acts, k, "abs", 1 << 14, n, 1)
     monkeypatch.setattr(_ranking, "_SCREEN_F32", False)
-    f64 = _scan_top_k([(0, X)], Y, bias, Rt, acts, k, "abs", 1 << 14, n, 1)
+    f64 = scan_top_k([(0, X)], Y, bias, Rt, acts, k, "abs", 1 << 14, n, 1)
     for a, b in zip(got, f64, strict=True):
         np.testing.assert_array_equal(a, b)
     psi = (Y.T @ X.T + bias[:, None]) * Rt[0]

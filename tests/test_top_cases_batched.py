@@ -10,7 +10,7 @@ import pytest
 
 from cbdt import CaseInfluence
 from cbdt import _ranking as influence_mod
-from cbdt._ranking import _scan_top_k
+from cbdt._ranking import scan_top_k
 
 ORDERS = ("abs", "positive", "negative")
 
@@ -154,7 +154,7 @@ def test_compaction_of_candidates_keeps_the_top_k(monkeypatch, threads):
     expect = np.tile(np.argsort(-X[:, 0], kind="stable")[:k], (m, 1))
     for compact in (0, 8):
         monkeypatch.setattr(influence_mod, "_COMPACT", compact)
-        keys, idx, vals = _scan_top_k([(0, X)], Y, None, None, acts, k, "positive", 1 << 15,
+        keys, idx, vals = scan_top_k([(0, X)], Y, None, None, acts, k, "positive", 1 << 15,
                                       n, threads)
         np.testing.assert_array_equal(idx, expect)
         np.testing.assert_array_equal(vals, keys)

@@ -85,3 +85,111 @@ def test_wheel_installs_in_a_fresh_venv_and_audits(wheel, tmp_path):
     assert run.stdout.startswith("OK ")
     # the console script is installed too
     assert (env / "bin" / "cbdt").exists()
+
+
+CORE = ("numpy", "scipy", "pandas", "threadpoolctl")
+
+LEAN = textwrap.dedent(
+    """
+    import importlib, pathlib, sys
+    import numpy as np
+    import cbdt
+
+    for name in ("torch", "matplotlib", "pooch", "dask", "tqdm", "sklearn"):
+        try:
+            importlib.import_module(name)
+        except ModuleNotFoundError:
+            pass
+        else:
+            raise AssertionError(f"{name} is importable in the lean venv")
+    rng = np.random.default_rng(0)
+    Phi, R = rng.normal(size=(300, 5)), rng.normal(size=(300, 3))
+    ci = cbdt.CaseInfluence().fit(Phi, R)
+    q = rng.normal(size=(4, 5))
+    assert np.abs(ci.coefficients(q) @ R - ci.scores(q)).max() < 1e-10
+    top = ci.top_cases(q, k=5, action=1)
+    assert top.indices.shape == (4, 5)
+    sig = cbdt.audit_signals(ci, q, k=10)
+    assert {"entropy", "gini", "risk"} <= set(sig)
+    ex = ci.explain(q[0], k=5)
+    for module, extra in (("cbdt.plots", "plot"), ("cbdt.models", "torch"),
+                          ("cbdt.datasets", "data")):
+        try:
+            importlib.import_module(module)
+        except cbdt.MissingExtraError as err:
+            msg = str(err)
+            assert "\\n" not in msg and f"pip install 'cbdt[{extra}]'" in msg, msg
+            print(msg)
+        else:
+            raise AssertionError(f"{module} imported without its extra")
+    try:
+        ex.plot()
+    except cbdt.MissingExtraError as err:
+        assert "cbdt[plot]" in str(err), err
+    else:
+        raise AssertionError("Explanation.plot drew without matplotlib")
+    print("LEAN OK")
+    """
+)
+
+
+def _closure(names: tuple[str, ...]) -> set[str]:
+    """The distributions ``names`` need, recursively (requirements without extras)."""
+    from importlib import metadata
+
+    from packaging.requirements import Requirement
+
+    seen: set[str] = set()
+    todo = list(names)
+    while todo:
+        name = todo.pop()
+        key = name.lower().replace("_", "-")
+        if key in seen:
+            continue
+        seen.add(key)
+        for spec in metadata.distribution(name).requires or []:
+            req = Requirement(spec)
+            if req.marker is None or req.marker.evaluate({"extra": ""}):
+                todo.append(req.name)
+    return seen
+
+
+def test_core_needs_only_numpy_scipy_pandas_threadpoolctl(wheel, tmp_path):
+    """``pip install cbdt`` (no extras) declares the four core dependencies, and the wheel
+    works in a venv that has nothing else: fit, query, top cases, ``audit_signals``,
+    ``explain``; each optional module fails with one line naming its extra."""
+    import zipfile
+    from importlib import metadata
+
+    with zipfile.ZipFile(wheel) as zf:
+        meta = next(n for n in zf.namelist() if n.endswith(".dist-info/METADATA"))
+        lines = zf.read(meta).decode().splitlines()
+    required = sorted(ln.split(":", 1)[1].split(">")[0].split("=")[0].strip().lower()
+                      for ln in lines if ln.startswith("Requires-Dist:") and "extra ==" not in ln)
+    assert required == sorted(CORE), required
+
+    # a folder holding only the core distributions and what they need, linked from here
+    deps = tmp_path / "deps"
+    deps.mkdir()
+    for name in _closure(CORE):
+        dist = metadata.distribution(name)
+        for f in dist.files or []:
+            top = f.parts[0]
+            if top in ("..", "__pycache__") or top.endswith(".pth"):
+                continue
+            src = pathlib.Path(dist.locate_file(top))
+            if src.exists() and not (deps / top).exists():
+                (deps / top).symlink_to(src)
+    env = tmp_path / "venv"
+    venv.EnvBuilder(with_pip=False).create(env)
+    py = env / "bin" / "python"
+    purelib = subprocess.run([str(py), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+                             check=True, capture_output=True, text=True).stdout.strip()
+    subprocess.run([sys.executable, "-m", "pip", "--python", str(py), "install", "--quiet",
+                    "--no-deps", "--no-index", str(wheel)], check=True, capture_output=True,
+                   text=True, timeout=300)
+    (pathlib.Path(purelib) / "zz_core_dependencies.pth").write_text(f"{deps}\n", encoding="utf-8")
+    run = subprocess.run([str(py), "-c", LEAN], cwd=tmp_path, capture_output=True, text=True,
+                         timeout=300)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.strip().endswith("LEAN OK"), run.stdout

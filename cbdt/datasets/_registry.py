@@ -63,7 +63,9 @@ from pathlib import Path, PurePosixPath
 from typing import Any, TypeVar
 from urllib.parse import unquote
 
-import pooch
+from .._optional import require
+
+pooch = require("pooch", "cbdt.datasets")
 
 T = TypeVar("T")
 
@@ -861,7 +863,7 @@ def _download(entry: DataFile, root: Path) -> Path:
 _FRAME_CACHE: dict[tuple[object, ...], Any] = {}
 
 
-def _memo_read(path: Path, key: tuple[object, ...], reader: Callable[[], T]) -> T:
+def memo_read(path: Path, key: tuple[object, ...], reader: Callable[[], T]) -> T:
     """Parse ``path`` with ``reader()`` once per (key, path, size, mtime) in this process.
 
     Loaders return a *copy* of what this gives, so callers may mutate their frame.

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ._registry import DataFormatError, _memo_read, fetch
+from ._registry import DataFormatError, fetch, memo_read
 
 __all__ = ["REGIONS", "load_pjm", "load_pjm_wide"]
 
@@ -78,7 +78,7 @@ def _read_region_csv(region: str) -> pd.DataFrame:
         )
         return raw
 
-    raw = _memo_read(path, ("pjm_csv",), reader).copy()
+    raw = memo_read(path, ("pjm_csv",), reader).copy()
     if len(raw) != REGIONS[region]:
         raise DataFormatError(
             f"{name}: expected {REGIONS[region]:,} data rows, read {len(raw):,} from {path}."
@@ -198,7 +198,7 @@ def load_pjm_wide() -> pd.DataFrame:
     def reader() -> pd.DataFrame:
         return pd.read_parquet(path)
 
-    raw = _memo_read(path, ("pjm_parquet",), reader).copy()
+    raw = memo_read(path, ("pjm_parquet",), reader).copy()
     if len(raw) != _WIDE_ROWS or list(raw.columns) != list(REGIONS):
         raise DataFormatError(
             f"{_WIDE_FILE}: expected {_WIDE_ROWS:,} rows and columns {list(REGIONS)}, "

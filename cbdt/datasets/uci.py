@@ -29,7 +29,7 @@ from typing import Literal
 import numpy as np
 import pandas as pd
 
-from ._registry import DataFormatError, _memo_read, fetch
+from ._registry import DataFormatError, fetch, memo_read
 
 __all__ = [
     "ADULT_COLUMNS",
@@ -147,7 +147,7 @@ def _read_adult(split: Literal["train", "test"]) -> pd.DataFrame:
             skip_blank_lines=True,
         )
 
-    df = _memo_read(path, ("adult",), reader).copy()
+    df = memo_read(path, ("adult",), reader).copy()
     if len(df) != n_expected:
         raise DataFormatError(
             f"{name}: expected {n_expected:,} records, read {len(df):,} from {path}."
@@ -363,7 +363,7 @@ def load_default_credit(*, engine: str | None = None) -> pd.DataFrame:
       memory for the process, and each call returns a fresh copy.
     """
     path = fetch(_CREDIT_FILE)
-    raw = _memo_read(path, ("default_credit", engine), lambda: _read_excel(path, engine)).copy()
+    raw = memo_read(path, ("default_credit", engine), lambda: _read_excel(path, engine)).copy()
     expected = [*DEFAULT_CREDIT_COLUMNS[:-1], _CREDIT_LABEL]
     if list(raw.columns) != expected:
         raise DataFormatError(

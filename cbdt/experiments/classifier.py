@@ -60,8 +60,7 @@ from ..claims import Claim, mean_ci
 from ..exceptions import DegenerateAuditWarning, InputError, RankDeficientError
 from ..metrics import mean_ci_finite, roc_auc
 from ..models import CaseNetwork, ProbeFidelity
-from ..returns import _labels as _core_labels
-from ..returns import returns_from_labels
+from ..returns import label_positions, returns_from_labels
 
 __all__ = [
     "SEEDS",
@@ -201,10 +200,6 @@ class ClassifierRun:
 
 
 # ---------------------------------------------------------------------- inputs
-def _labels(y: Any, name: str = "y") -> np.ndarray:
-    return _core_labels(y, name)
-
-
 def one_hot(y: Any, n_classes: int | None = None) -> np.ndarray:
     """One-hot returns of integer class labels: :func:`cbdt.returns_from_labels`."""
     return returns_from_labels(y, n_classes)
@@ -233,7 +228,7 @@ def split_indices(
     train_idx, test_idx : ndarray of int
         Sorted row indices.
     """
-    lab = _labels(y)
+    lab = label_positions(y)
     n = lab.size
     if not isinstance(n_train, numbers.Integral) or isinstance(n_train, bool) \
             or not 1 <= n_train < n:
@@ -269,7 +264,7 @@ def _config(config: ClassifierConfig | None) -> ClassifierConfig:
 
 def _data(X: Any, y: Any) -> tuple[np.ndarray, np.ndarray]:
     Xa = as_float_matrix("X", X)
-    lab = _labels(y)
+    lab = label_positions(y)
     if Xa.shape[0] != lab.size:
         raise InputError(f"X has {Xa.shape[0]} rows but y has {lab.size} labels.")
     return Xa, lab

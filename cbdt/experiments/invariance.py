@@ -518,7 +518,7 @@ def invariance_report(
 ROUNDING_TOL = 1e-7
 
 
-def _power10(x: float) -> str:
+def power10(x: float) -> str:
     """``1e-7`` as ``10^{-7}`` (for ``$...$`` math); other numbers with :func:`cbdt.claims.fmt`."""
     e = float(np.log10(float(x)))
     if abs(e - round(e)) < 1e-9:
@@ -526,7 +526,7 @@ def _power10(x: float) -> str:
     return fmt(x)
 
 
-def _sci(x: float) -> str:
+def sci(x: float) -> str:
     """``2.5e-08`` as ``2.5\\times10^{-8}`` (for ``$...$`` math)."""
     m, e = f"{float(x):.1e}".split("e")
     return f"{m}\\times10^{{{int(e)}}}"
@@ -536,7 +536,7 @@ def _kappa(c: float) -> str:
     """``\\kappa(B)=10^4`` for powers of ten, ``\\kappa(B)\\approx3.2`` otherwise."""
     e = float(np.log10(float(c)))
     sign = "=" if abs(e - round(e)) < 1e-9 else r"\approx"
-    return f"$\\kappa(B){sign}{_power10(c) if sign == '=' else fmt(c, 2)}$"
+    return f"$\\kappa(B){sign}{power10(c) if sign == '=' else fmt(c, 2)}$"
 
 
 def chapter_claims(
@@ -594,8 +594,8 @@ def chapter_claims(
     t = table.sort_values("cond")
     conds = t["cond"].to_numpy(dtype=float)
     lo, hi = conds.min(), conds.max()
-    span = f"from ${_power10(lo)}$ to ${_power10(hi)}$"
-    tol_md, rnd_md = _power10(tol), _power10(rounding)
+    span = f"from ${power10(lo)}$ to ${power10(hi)}$"
+    tol_md, rnd_md = power10(tol), power10(rounding)
 
     ols_max = float(t["ols"].max())
     ols_ok = float(basis_change) < tol and ols_max < rounding
@@ -603,8 +603,8 @@ def chapter_claims(
         ols_book = (f"change below ${tol_md}$ for a random Gaussian $B$ "
                     f"({_kappa(basis_cond)}); below ${rnd_md}$ for $\\kappa(B)$ {span}")
     else:
-        ols_book = (f"change ${_sci(basis_change)}$ at {_kappa(basis_cond)}; up to "
-                    f"${_sci(ols_max)}$ for $\\kappa(B)$ {span}")
+        ols_book = (f"change ${sci(basis_change)}$ at {_kappa(basis_cond)}; up to "
+                    f"${sci(ols_max)}$ for $\\kappa(B)$ {span}")
     invariance = Claim(
         r"invariance under invertible $B$ (eq. 12)",
         "exact",
@@ -621,12 +621,12 @@ def chapter_claims(
     first, last = skew.iloc[0], skew.iloc[-1]
     if breaks and orth_max < rounding:
         iso_status, iso_reason = "agrees", (
-            f"$\\lambda = {_power10(lam_rel)}\\,\\mathrm{{tr}}(G)/H$; the change grows with "
+            f"$\\lambda = {power10(lam_rel)}\\,\\mathrm{{tr}}(G)/H$; the change grows with "
             f"$\\kappa(B)$, while isotropic ridge under the orthogonal factor of the same $B$ "
             f"stays below ${rnd_md}$")
     elif breaks:
         iso_status, iso_reason = "does not hold", (
-            f"isotropic ridge also changes under an orthogonal $B$ (up to ${_sci(orth_max)}$)")
+            f"isotropic ridge also changes under an orthogonal $B$ (up to ${sci(orth_max)}$)")
     else:
         iso_status, iso_reason = "does not hold", (
             f"the isotropic change stays at rounding level (${rnd_md}$) for some non-orthogonal $B$")
@@ -645,7 +645,7 @@ def chapter_claims(
         "co-transformed metric restores it (B.2)",
         "derivation (App. B.2)",
         f"change below ${rnd_md}$ at every $\\kappa(B)$ tried, {span}" if cot_ok else
-        f"change up to ${_sci(cot_max)}$ for $\\kappa(B)$ {span}",
+        f"change up to ${sci(cot_max)}$ for $\\kappa(B)$ {span}",
         "agrees" if cot_ok else "does not hold",
         "" if cot_ok else "the change exceeds rounding level",
     )

@@ -80,6 +80,7 @@ import pandas as pd
 from threadpoolctl import threadpool_limits
 
 from .._ranking import top_k_indices
+from .._validation import check_positive_int
 from ..claims import TRAINED_TOLERANCE, ChapterClaims, Claim, interval_status, mean_ci
 from ..exceptions import InputError
 from ..influence import CaseInfluence
@@ -129,12 +130,6 @@ PAPER_TABLE_C2: dict[int, dict[str, float]] = {
 _TIME_COLS = ("exact_fit_ms", "nystrom_fit_ms", "exact_ms", "nystrom_ms")
 
 
-def _positive_int(name: str, value: Any) -> int:
-    if not isinstance(value, numbers.Integral) or isinstance(value, bool) or value < 1:
-        raise InputError(f"{name} must be a positive integer, got {value!r}.")
-    return int(value)
-
-
 def nystrom_config(
     H: int, config: SyntheticConfig | None = None, *, widen_all: bool = False
 ) -> SyntheticConfig:
@@ -153,7 +148,7 @@ def nystrom_config(
     -------
     SyntheticConfig
     """
-    H = _positive_int("H", H)
+    H = check_positive_int("H", H)
     cfg = SyntheticConfig() if config is None else config
     if not isinstance(cfg, SyntheticConfig):
         raise InputError(f"config must be a SyntheticConfig, got {type(cfg).__name__}.")
@@ -307,12 +302,12 @@ def nystrom_table(
         np.isfinite(ridge_multiple) and ridge_multiple > 0
     ):
         raise InputError(f"ridge_multiple must be finite and > 0, got {ridge_multiple!r}.")
-    n_queries = _positive_int("n_queries", n_queries)
-    repeats = _positive_int("repeats", repeats)
+    n_queries = check_positive_int("n_queries", n_queries)
+    repeats = check_positive_int("repeats", repeats)
     if blas_threads is not None:
-        blas_threads = _positive_int("blas_threads", blas_threads)
-    k = _positive_int("k", k)
-    widths = [_positive_int("width", H) for H in widths]
+        blas_threads = check_positive_int("blas_threads", blas_threads)
+    k = check_positive_int("k", k)
+    widths = [check_positive_int("width", H) for H in widths]
     seeds = [int(s) for s in seeds]
     if not widths or not seeds:
         raise InputError("widths and seeds must each name at least one value.")

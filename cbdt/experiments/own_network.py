@@ -50,10 +50,10 @@ import torch
 from torch import nn
 
 from .. import torch as ct
-from .._validation import as_float_matrix
+from .._validation import as_float_matrix, check_positive_int
 from ..exceptions import InputError
 from ..models import set_determinism, torch_dtype
-from ..returns import _labels, returns_from_labels
+from ..returns import label_positions, returns_from_labels
 from .classifier import split_indices
 
 __all__ = [
@@ -160,12 +160,6 @@ class TrainedMLP(NamedTuple):
 _ACTIVATIONS: dict[str, type[nn.Module]] = {"tanh": nn.Tanh, "relu": nn.ReLU}
 
 
-def _positive_int(name: str, value: Any) -> int:
-    if not isinstance(value, numbers.Integral) or isinstance(value, bool) or value < 1:
-        raise InputError(f"{name} must be a positive integer, got {value!r}.")
-    return int(value)
-
-
 def _check_config(cfg: OwnNetworkConfig | None) -> OwnNetworkConfig:
     cfg = OwnNetworkConfig() if cfg is None else cfg
     if not isinstance(cfg, OwnNetworkConfig):
@@ -177,9 +171,9 @@ def _check_config(cfg: OwnNetworkConfig | None) -> OwnNetworkConfig:
     if not cfg.hidden:
         raise InputError("hidden must name at least one hidden width.")
     for h in cfg.hidden:
-        _positive_int("every hidden width", h)
-    _positive_int("epochs", cfg.epochs)
-    _positive_int("batch_size", cfg.batch_size)
+        check_positive_int("every hidden width", h)
+    check_positive_int("epochs", cfg.epochs)
+    check_positive_int("batch_size", cfg.batch_size)
     if not (isinstance(cfg.lr, numbers.Real) and cfg.lr > 0):
         raise InputError(f"lr must be > 0, got {cfg.lr!r}.")
     torch_dtype(cfg.dtype)  # raises for anything but "float64" / "float32"
@@ -234,12 +228,12 @@ def make_mlp(d_in: int, n_classes: int, hidden: Sequence[int] = (64, 32),
     if activation not in _ACTIVATIONS:
         raise InputError(f"activation must be 'tanh' or 'relu', got {activation!r}.")
     layers: list[nn.Module] = []
-    prev = _positive_int("d_in", d_in)
+    prev = check_positive_int("d_in", d_in)
     for h in hidden:
-        layers += [nn.Linear(prev, _positive_int("every hidden width", h), dtype=dtype),
+        layers += [nn.Linear(prev, check_positive_int("every hidden width", h), dtype=dtype),
                    _ACTIVATIONS[activation]()]
         prev = int(h)
-    layers.append(nn.Linear(prev, _positive_int("n_classes", n_classes), dtype=dtype))
+    layers.append(nn.Linear(prev, check_positive_int("n_classes", n_classes), dtype=dtype))
     return nn.Sequential(*layers)
 
 
@@ -269,10 +263,10 @@ def train_mlp(X: Any, y: Any, config: OwnNetworkConfig | None = None,
     cfg = _check_config(config)
     tdt, ndt = torch_dtype(cfg.dtype)
     Xa = as_float_matrix("X", X).astype(ndt)
-    lab = _labels(y)
+    lab = label_positions(y)
     if Xa.shape[0] != lab.size:
         raise InputError(f"X has {Xa.shape[0]} rows but y has {lab.size} labels.")
-    C = int(lab.max()) + 1 if n_classes is None else _positive_int("n_classes", n_classes)
+    C = int(lab.max()) + 1 if n_classes is None else check_positive_int("n_classes", n_classes)
     set_determinism(int(cfg.seed))
     model = make_mlp(Xa.shape[1], C, cfg.hidden, cfg.activation, dtype=tdt)
     opt = torch.optim.Adam(model.parameters(), lr=float(cfg.lr))
@@ -501,7 +495,7 @@ def case_gallery(probe: Any, phi: Any, action: int, runner_up: int | None = None
     q = np.asarray(phi, dtype=np.float64)
     if q.ndim != 1:
         raise InputError(f"phi must be one query's representation (1-D), got shape {q.shape}.")
-    n = _positive_int("n", n)
+    n = check_positive_int("n", n)
     n_cases = probe.n_cases_
     ids = np.arange(n_cases) if case_ids is None else np.asarray(case_ids)
     lab = probe.returns_.argmax(1) if labels is None else np.asarray(labels)

@@ -334,7 +334,7 @@ def clear_cache() -> None:
     _CACHE.clear()
 
 
-def _network(config: Any, seed: int) -> CaseNetwork:
+def build_network(config: Any, seed: int) -> CaseNetwork:
     """The unfitted PJM network of ``config`` (hidden widths, activation, epochs, lr, batch)."""
     return CaseNetwork(
         hidden=config.hidden,
@@ -347,7 +347,7 @@ def _network(config: Any, seed: int) -> CaseNetwork:
     )
 
 
-def _fit_probe(net: CaseNetwork, X_train: np.ndarray, R_train: np.ndarray, X_query: np.ndarray):
+def fit_probe(net: CaseNetwork, X_train: np.ndarray, R_train: np.ndarray, X_query: np.ndarray):
     """:meth:`CaseNetwork.probe_fidelity`: OLS, minimum-norm (``lstsq``) if the representation is
     rank-deficient."""
     try:
@@ -390,10 +390,10 @@ def build_run(problem: BiddingProblem, config: PJMConfig | None = None, seed: in
     U, mass = cbdt_support(problem.X_test, problem.X_train, problem.R_train, bw.bandwidth)
 
     t0 = time.perf_counter()
-    net = _network(config, seed).fit(problem.X_train, problem.R_train)
+    net = build_network(config, seed).fit(problem.X_train, problem.R_train)
     fit_seconds = time.perf_counter() - t0
 
-    fid = _fit_probe(net, problem.X_train, problem.R_train, problem.X_test)
+    fid = fit_probe(net, problem.X_train, problem.R_train, problem.X_test)
     Phi_train = net.represent(problem.X_train)
     Phi_test = net.represent(problem.X_test)
     exact = 0.0

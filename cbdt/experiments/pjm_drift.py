@@ -113,7 +113,7 @@ from ..datasets.pjm_bidding import BiddingProblem, MarketModel, make_bidding_pro
 from ..exceptions import InputError
 from ..metrics import mean_ci_finite, roc_auc
 from ..models import ProbeFidelity
-from .pjm import PJMConfig, _fit_probe, _network
+from .pjm import PJMConfig, build_network, fit_probe
 
 __all__ = [
     "SCORES",
@@ -489,8 +489,8 @@ def drift_audit(
     X_q = np.vstack([problem.X_train[i_tr], problem.X_test[i_te]])
     pos = np.concatenate([i_tr, problem.n_train + i_te])  # positions in problem.hours
 
-    net = _network(config, seed).fit(problem.X_train, problem.R_train)
-    fid: ProbeFidelity = _fit_probe(net, problem.X_train, problem.R_train, X_q)
+    net = build_network(config, seed).fit(problem.X_train, problem.R_train)
+    fid: ProbeFidelity = fit_probe(net, problem.X_train, problem.R_train, X_q)
     Phi_q = net.represent(X_q)
 
     nn = fid.network_scores

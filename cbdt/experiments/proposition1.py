@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from ..claims import ChapterClaims, Claim, fmt
-from .invariance import _power10, _sci
+from .invariance import power10, sci
 
 __all__ = ["EXACT_TOL", "RATE_TOL", "chapter_claims"]
 
@@ -78,14 +78,14 @@ def chapter_claims(
     """
     feasible = np.asarray(feasible_norms, dtype=float).ravel()
     slopes = np.asarray(ridge_slopes, dtype=float).ravel()
-    tol_md = _power10(tol)
+    tol_md = power10(tol)
 
     exact = float(exact_error) < tol
     identity = Claim(
         r"$Q = \alpha R$ exactly (Prop. 1)",
         "exact",
         f"relative error below ${tol_md}$ on {n_queries} queries"
-        if exact else f"relative error ${_sci(exact_error)}$",
+        if exact else f"relative error ${sci(exact_error)}$",
         "agrees" if exact else "does not hold",
         "" if exact else f"the error exceeds rounding level (${tol_md}$)",
     )

@@ -8,6 +8,10 @@ re-exported here, so ``cbdt.plots.plot_x`` works whatever module holds it.
 
 from __future__ import annotations
 
+from .._optional import require
+
+require("matplotlib", "cbdt.plots")
+
 from .ch01_theory import (  # noqa: F401
     case_contributions,
     plot_bandwidth_grid,

@@ -6,12 +6,13 @@ One function per figure; each takes computed data and returns the ``Figure``.
 from __future__ import annotations
 
 import matplotlib.pyplot as plt  # noqa: F401
+import numpy as np
+
+from ..exceptions import InputError
 
 
 def _ch01_action_colors(n_actions):
     """One colour per action (tab10), as an array of RGBA rows."""
-    import numpy as np
-
     cmap = plt.get_cmap("tab10")
     return np.array([cmap(a % 10) for a in range(n_actions)])
 
@@ -21,7 +22,7 @@ def _ch01_action_names(n_actions, action_names):
         return [f"a={a}" for a in range(n_actions)]
     names = [str(a) for a in action_names]
     if len(names) != n_actions:
-        raise ValueError(f"action_names has {len(names)} names but the memory has {n_actions} actions.")
+        raise InputError(f"action_names has {len(names)} names but the memory has {n_actions} actions.")
     return names
 
 
@@ -53,9 +54,9 @@ def _ch01_check_2d(memory):
     from ..decision import Memory
 
     if not isinstance(memory, Memory):
-        raise TypeError(f"memory must be a cbdt.Memory, got {type(memory).__name__}.")
+        raise InputError(f"memory must be a cbdt.Memory, got {type(memory).__name__}.")
     if memory.dim != 2:
-        raise ValueError(
+        raise InputError(
             f"these plots draw a 2-D problem space, but the memory's problems have dimension "
             f"{memory.dim}."
         )
@@ -102,8 +103,6 @@ def support_grid(memory, similarity=None, extent=None, grid_size=150):
     U : ndarray of shape (grid_size, grid_size, |A|)
         ``U[j, i, a]`` is the support of action ``a`` at the problem ``(xs[i], ys[j])``.
     """
-    import numpy as np
-
     from ..decision import support
 
     _ch01_check_2d(memory)
@@ -117,8 +116,6 @@ def support_grid(memory, similarity=None, extent=None, grid_size=150):
 
 def _ch01_draw_cases(ax, memory, colors, highlight=None):
     """Cases as markers: colour = action, filled = u >= 0, hollow = u < 0, area ~ n(c, M)."""
-    import numpy as np
-
     U = memory.supports
     act = np.argmax(np.abs(U), axis=1)
     u = U[np.arange(memory.n_cases), act]
@@ -178,7 +175,6 @@ def plot_cbdt_decision(
     -------
     matplotlib.figure.Figure
     """
-    import numpy as np
     from matplotlib.colors import ListedColormap
 
     xs, ys, U = support_grid(memory, similarity, extent, grid_size)
@@ -234,8 +230,6 @@ def plot_cbdt_supports(
     -------
     matplotlib.figure.Figure
     """
-    import numpy as np
-
     xs, ys, U = support_grid(memory, similarity, extent, grid_size)
     A = memory.n_actions
     names = _ch01_action_names(A, action_names)
@@ -311,7 +305,7 @@ def plot_bandwidth_grid(
     kernel = GaussianSimilarity if kernel is None else kernel
     bws = list(bandwidths)
     if not bws:
-        raise ValueError("bandwidths is empty.")
+        raise InputError("bandwidths is empty.")
     ncols = min(2, len(bws))
     nrows = (len(bws) + ncols - 1) // ncols
     fig, grid = plt.subplots(nrows, ncols, figsize=(6.6 if ncols == 2 else 4.0, 2.9 * nrows + 0.6),
@@ -361,8 +355,6 @@ def plot_cbdt_query(
     -------
     matplotlib.figure.Figure
     """
-    import numpy as np
-
     from ..decision import support
 
     q = np.asarray(query, dtype=float)
@@ -425,8 +417,6 @@ def top_carrying_cases(contributions, top=3):
     -------
     ndarray of int of shape (<= top,)
     """
-    import numpy as np
-
     c = np.asarray(contributions, dtype=float)
     order = np.argsort(-np.abs(c), kind="stable")
     order = order[c[order] != 0]
@@ -456,7 +446,6 @@ def support_breakdown(memory, query, similarity=None, *, top=3, action_names=Non
         Columns ``action``, ``U(a|M,p)``, ``case``, ``s(p,p_c)``, ``n(c,M)``, ``u(r_c,a)``,
         ``contribution``, ``share``.
     """
-    import numpy as np
     import pandas as pd
 
     from ..decision import GaussianSimilarity

@@ -6,6 +6,9 @@ One function per figure; each takes computed data and returns the ``Figure``.
 from __future__ import annotations
 
 import matplotlib.pyplot as plt  # noqa: F401
+import numpy as np
+
+from ..exceptions import InputError
 
 
 def plot_coefficient_map(X, alpha, query=None, *, ax=None, title=None, vmax=None):
@@ -30,12 +33,10 @@ def plot_coefficient_map(X, alpha, query=None, *, ax=None, title=None, vmax=None
     -------
     matplotlib.figure.Figure
     """
-    import numpy as np
-
     X = np.asarray(X, dtype=float)
     a = np.asarray(alpha, dtype=float)
     if X.ndim != 2 or X.shape[1] != 2 or a.shape != (X.shape[0],):
-        raise ValueError(
+        raise InputError(
             f"X must have shape (n, 2) and alpha shape (n,); got {X.shape} and {a.shape}."
         )
     if ax is None:
@@ -83,14 +84,12 @@ def plot_min_norm(distances, norms, *, min_norm, ax=None, highlight=None):
     -------
     matplotlib.figure.Figure
     """
-    import numpy as np
-
     d = np.asarray(distances, dtype=float)
     nb = np.asarray(norms, dtype=float)
     if d.shape != nb.shape or d.ndim != 1:
-        raise ValueError(f"distances and norms must be 1-D of one length; got {d.shape}, {nb.shape}.")
+        raise InputError(f"distances and norms must be 1-D of one length; got {d.shape}, {nb.shape}.")
     if (d <= 0).any():
-        raise ValueError("distances must be > 0 (the axes are logarithmic; alpha is the dashed line).")
+        raise InputError("distances must be > 0 (the axes are logarithmic; alpha is the dashed line).")
     if ax is None:
         fig, ax = plt.subplots(figsize=(5.4, 3.9))
     fig = ax.figure
@@ -134,13 +133,11 @@ def plot_ridge_convergence(lams, errors, *, ax=None, reference=True, eig_min=Non
     -------
     matplotlib.figure.Figure
     """
-    import numpy as np
-
     lam = np.asarray(lams, dtype=float)
     E = np.asarray(errors, dtype=float)
     E = E[:, None] if E.ndim == 1 else E
     if E.shape[0] != lam.shape[0] or (lam <= 0).any():
-        raise ValueError("lams must be positive and errors must have one row per lambda.")
+        raise InputError("lams must be positive and errors must have one row per lambda.")
     if ax is None:
         fig, ax = plt.subplots(figsize=(5.0, 3.8))
     fig = ax.figure

@@ -6,6 +6,7 @@ One function per figure; each takes computed data and returns the ``Figure``.
 from __future__ import annotations
 
 import matplotlib.pyplot as plt  # noqa: F401
+import numpy as np
 
 _CH03_STYLE = {
     "ols": ("OLS ($\\lambda = 0$)", "C0", "o", "-"),
@@ -31,8 +32,6 @@ def plot_invariance_vs_condition(df, ax=None, rounding_guide: bool = True):
     -------
     matplotlib.figure.Figure
     """
-    import numpy as np
-
     if ax is None:
         fig, ax = plt.subplots(figsize=(6.8, 4.2))
     else:
@@ -75,8 +74,6 @@ def plot_whitened_coefficients(alpha, alpha_inner, max_points: int = 4000):
     -------
     matplotlib.figure.Figure
     """
-    import numpy as np
-
     a = np.asarray(alpha, dtype=float).ravel()
     b = np.asarray(alpha_inner, dtype=float).ravel()
     step = max(1, a.size // max_points)

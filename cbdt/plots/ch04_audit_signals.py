@@ -6,6 +6,9 @@ One function per figure; each takes computed data and returns the ``Figure``.
 from __future__ import annotations
 
 import matplotlib.pyplot as plt  # noqa: F401
+import numpy as np
+
+from ..exceptions import InputError
 
 
 def escape_mathtext(text) -> str:
@@ -38,7 +41,6 @@ def plot_contributions(psi, case_actions, top_idx=None, action_names=None, ax=No
     -------
     matplotlib.figure.Figure
     """
-    import numpy as np
     from matplotlib.patches import Patch
 
     psi = np.asarray(psi, dtype=float)
@@ -94,12 +96,11 @@ def plot_top_cases(explanation, query=0, *, action_names=None, ax=None, max_labe
     -------
     matplotlib.figure.Figure
     """
-    import numpy as np
     from matplotlib.patches import Patch
 
     cases, signals = explanation.cases, explanation.signals
     if query not in signals.index:
-        raise ValueError(
+        raise InputError(
             f"query {query!r} is not in this explanation; it holds queries "
             f"{signals.index.min()}..{signals.index.max()}."
         )
@@ -173,7 +174,6 @@ def plot_risk_map(grid_x, grid_y, action, risk, X_train=None, case_actions=None)
     -------
     matplotlib.figure.Figure
     """
-    import numpy as np
     from matplotlib.colors import ListedColormap
     from matplotlib.lines import Line2D
     from matplotlib.patches import Patch
@@ -224,8 +224,6 @@ def plot_risk_vs_margin(signals, wrong=None, ax=None):
     -------
     matplotlib.figure.Figure
     """
-    import numpy as np
-
     if ax is None:
         fig, ax = plt.subplots(figsize=(6.0, 3.8))
     else:

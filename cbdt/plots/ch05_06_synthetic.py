@@ -6,6 +6,9 @@ One function per figure; each takes computed data and returns the ``Figure``.
 from __future__ import annotations
 
 import matplotlib.pyplot as plt  # noqa: F401
+import numpy as np
+
+from ..exceptions import InputError
 
 _CH0506_METHOD_COLORS = {
     "Ours (alpha)": "C0",
@@ -69,12 +72,10 @@ def plot_decision_regions(regions, kind="cbdt", ax=None, memory=True, boundaries
     -------
     matplotlib.figure.Figure
     """
-    import numpy as np
-
     kinds = {"cbdt": "CBDT decision $a^*(x)$", "network": "network decision",
              "readout": "OLS readout decision"}
     if kind not in kinds or (boundaries is not None and boundaries not in kinds):
-        raise ValueError(f"kind and boundaries must be one of {sorted(kinds)}, got "
+        raise InputError(f"kind and boundaries must be one of {sorted(kinds)}, got "
                          f"{kind!r}, {boundaries!r}.")
     fig, ax = _ch0506_ax(ax, (4.2, 4.0))
     n_actions = regions.support.shape[-1]
@@ -116,8 +117,6 @@ def plot_support_reconstruction(recon, score="probe_score", ax=None):
     -------
     matplotlib.figure.Figure
     """
-    import numpy as np
-
     from ..metrics import pearson
 
     fig, ax = _ch0506_ax(ax, (4.2, 4.0))
@@ -184,8 +183,6 @@ def _seeds_text(summary):
 def _fit_limits(mean, half, lo, hi, pad=0.05):
     """Axis limits ``(lo, hi)``, widened with a margin ``pad`` where ``mean ± half`` would
     reach past them (a 95% interval over 2 seeds is wide); unchanged otherwise."""
-    import numpy as np
-
     m = np.asarray(mean, dtype=float)
     h = np.nan_to_num(np.asarray(half, dtype=float), nan=0.0)
     ends = np.r_[m - h, m + h]
@@ -215,8 +212,6 @@ def plot_attribution_comparison(summary, paper=True):
     -------
     matplotlib.figure.Figure
     """
-    import numpy as np
-
     topcol = next(c[:-5] for c in summary.columns if c.startswith("top") and c.endswith("_mean"))
     names = list(summary.index)
     y = np.arange(len(names))[::-1]
@@ -267,8 +262,6 @@ def plot_weight_profiles(distance, weights, ax=None, max_abs=True):
     -------
     matplotlib.figure.Figure
     """
-    import numpy as np
-
     d = np.asarray(distance, dtype=float)
     if ax is None:
         fig, axes = plt.subplots(len(weights), 1, figsize=(6.6, 2.2 * len(weights) + 0.4),
@@ -319,7 +312,6 @@ def query_attribution_summary(df, k=30):
         ``pearson`` (correlation over all training cases with the ground-truth contribution
         of the explained action, :func:`cbdt.metrics.pearson`).
     """
-    import numpy as np
     import pandas as pd
 
     from .._ranking import top_k_indices
@@ -388,8 +380,6 @@ def plot_query_attributions(df, k=30, methods=None, regions=None, ncols=2):
     -------
     matplotlib.figure.Figure
     """
-    import numpy as np
-
     from .._ranking import top_k_indices
 
     names = ["ground_truth", *_ch0506_query_methods(df)] if methods is None else list(methods)

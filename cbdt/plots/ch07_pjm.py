@@ -6,6 +6,7 @@ One function per figure; each takes computed data and returns the ``Figure``.
 from __future__ import annotations
 
 import matplotlib.pyplot as plt  # noqa: F401
+import numpy as np
 
 _PJM_NAMES = ("conservative", "moderate", "aggressive")
 
@@ -25,8 +26,6 @@ def plot_pjm_problem(problem):
         :math:`\\mathrm{bid}_0, \\mathrm{bid}_1, \\mathrm{bid}_2`; (c) the return of each
         strategy as a function of the price.
     """
-    import numpy as np
-
     h = problem.hours
     m = problem.market
     # (a) over the full column width, (b) and (c) side by side below: legible at 700 px
@@ -96,8 +95,6 @@ def plot_pjm_agreement(profile, transition_loads=None):
     -------
     matplotlib.figure.Figure
     """
-    import numpy as np
-
     agree = profile["agree"].to_numpy()
     load = profile["prev_load_mw"].to_numpy() / 1e3
     margin = profile["cbdt_margin"].to_numpy()
@@ -149,8 +146,6 @@ def plot_pjm_support_alignment(probe_scores, cbdt_average, rho=None, max_points=
     -------
     matplotlib.figure.Figure
     """
-    import numpy as np
-
     P = np.asarray(probe_scores)
     U = np.asarray(cbdt_average)
     idx = np.linspace(0, P.shape[0] - 1, min(max_points, P.shape[0])).astype(int)
@@ -194,8 +189,6 @@ def plot_signed_geometry(cases):
     -------
     matplotlib.figure.Figure
     """
-    import numpy as np
-
     pos = cases[cases["group"] == "positive"]
     neg = cases[cases["group"] == "negative"]
     from matplotlib.ticker import MaxNLocator
@@ -241,7 +234,6 @@ def plot_alpha_distance(alpha, distance, cases=None):
     -------
     matplotlib.figure.Figure
     """
-    import numpy as np
     from matplotlib.colors import LogNorm
 
     fig, ax = plt.subplots(figsize=(6.8, 4.2))
@@ -280,7 +272,6 @@ def plot_case_audit(audit, max_background=3000):
         equals the selected action; (b) the same, zoomed on the query; (c) network score,
         probe score and normalised CBDT support of each action.
     """
-    import numpy as np
     from matplotlib.lines import Line2D
     from matplotlib.patches import Patch
 

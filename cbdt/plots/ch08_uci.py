@@ -6,6 +6,7 @@ One function per figure; each takes computed data and returns the ``Figure``.
 from __future__ import annotations
 
 import matplotlib.pyplot as plt  # noqa: F401
+import numpy as np
 
 
 def _ch08_colors(n):
@@ -21,7 +22,6 @@ def plot_uci_behaviour(panel, ax=None, title=None):
     action minus its best other score; dots above the dashed line are agreements. Colour:
     the CBDT action.
     """
-    import numpy as np
     from matplotlib.lines import Line2D
 
     if ax is None:
@@ -45,8 +45,6 @@ def plot_uci_behaviour(panel, ax=None, title=None):
 
 def plot_uci_reconstruction(panel, ax=None, title=None):
     """OLS-probe scores against network scores on the test inputs (Fig. 4b/4d analogue)."""
-    import numpy as np
-
     if ax is None:
         _, ax = plt.subplots(figsize=(4.6, 3.8))
     labels = list(panel["action_labels"])
@@ -97,8 +95,6 @@ def plot_uci_vs_paper(rows, ax=None):
     ``rows`` is a list of ``(label, values_per_seed, paper_mean, paper_ci)``; ``paper_mean``
     may be None (not reported) and ``paper_ci`` None (no interval).
     """
-    import numpy as np
-
     from ..metrics import mean_ci
 
     if ax is None:
@@ -137,8 +133,6 @@ def plot_uci_bandwidth(sensitivities, ax=None, paper=None):
     paper's agreement (drawn as a dotted line). Open circles mark how often each multiple was
     chosen by the validation rule (right axis: number of seeds).
     """
-    import numpy as np
-
     from ..metrics import mean_ci
 
     if ax is None:
@@ -172,8 +166,6 @@ def plot_uci_submemory(sub, paper_mismatch=None):
     ``sub`` is the ``submemory`` table of :class:`cbdt.experiments.uci.UCIAudit` (one row per
     seed and split). ``paper_mismatch`` optionally maps a split to the paper's value.
     """
-    import numpy as np
-
     from ..metrics import mean_ci
 
     splits = list(dict.fromkeys(sub["split"]))
@@ -221,8 +213,6 @@ def plot_uci_submemory(sub, paper_mismatch=None):
 
 def plot_uci_loss_curves(curves):
     """Training loss per epoch, one line per seed; ``curves`` maps a name to a list of arrays."""
-    import numpy as np
-
     ncols = min(2, len(curves))  # at most two panels side by side
     nrows = -(-len(curves) // ncols)
     fig, axes = plt.subplots(nrows, ncols, figsize=(3.4 * ncols, 3.2 * nrows), squeeze=False)

@@ -6,6 +6,9 @@ One function per figure; each takes computed data and returns the ``Figure``.
 from __future__ import annotations
 
 import matplotlib.pyplot as plt  # noqa: F401
+import numpy as np
+
+from ..exceptions import InputError
 
 _CH09_SCORES = {
     "risk": ("risk $O_\\alpha$ (eq. 20)", "C0", "-"),
@@ -23,8 +26,6 @@ _CH09_SHIFT_TITLES = {
 
 
 def _ch09_panels(shifts):
-    import numpy as np
-
     fig, axes = plt.subplots(2, 2, figsize=(8.0, 6.6), sharex=True)
     axes = np.asarray(axes).ravel()
     return fig, axes[: len(shifts)], axes[len(shifts):]
@@ -49,8 +50,6 @@ def plot_drift_grid(summary, scores=None, shifts=("mean", "variance", "covariate
         2 x 2 panels: one per shift (mean AUC over seeds, 95% CI band), and the error rate of
         the audited decisions per shift. A shared legend sits below the panels.
     """
-    import numpy as np
-
     scores = list(dict.fromkeys(summary["score"])) if scores is None else list(scores)
     fig, axes, rest = _ch09_panels(shifts)
     for ax, shift in zip(axes, shifts, strict=True):
@@ -107,7 +106,6 @@ def plot_drift_paired(paired, scores=("risk", "entropy", "gini", "leverage", "kn
     -------
     matplotlib.figure.Figure
     """
-    import numpy as np
     from matplotlib.lines import Line2D
 
     fig, axes, rest = _ch09_panels(shifts)
@@ -162,8 +160,6 @@ def plot_drift_sensitivity(sens, shifts=("mean", "variance", "covariate")):
     -------
     matplotlib.figure.Figure
     """
-    import numpy as np
-
     n = len(sens)
     fig, ax = plt.subplots(figsize=(8.0, 0.36 * n + 1.4))
     y = np.arange(n)
@@ -217,12 +213,11 @@ def plot_classifier_audit(summary, ax=None):
     e.g. contribution-ranked entropy and Gini with one-hot returns) gets an empty hatched
     bar up to 0.5, labelled "AUC undefined (constant)", instead of a number.
     """
-    import numpy as np
     import pandas as pd
 
     need = {"signal", "rank_by", "auc_mean", "auc_ci"}
     if not isinstance(summary, pd.DataFrame) or not need <= set(summary.columns):
-        raise ValueError(
+        raise InputError(
             f"summary must be the DataFrame of summarize_classifier (columns {sorted(need)})."
         )
     if ax is None:
@@ -283,8 +278,6 @@ _CH09_PJM_LABELS = {
 
 
 def _ch09_band(ax, x, m, h, color, label):
-    import numpy as np
-
     ax.plot(x, m, "-o", color=color, ms=3.5, lw=1.6, label=label)
     ok = np.isfinite(h)
     if ok.any():
@@ -321,14 +314,13 @@ def plot_pjm_drift(summary, *, budget=None, caught="caught_ties",
     -------
     matplotlib.figure.Figure
     """
-    import numpy as np
     from matplotlib.lines import Line2D
     from matplotlib.patches import Patch
 
     need = {"split", "auc_mean", "auc_ci", f"{caught}_mean", f"{caught}_ci", "error_rate_mean"}
     missing = need - set(summary.columns)
     if missing:
-        raise ValueError(f"summary lacks the columns {sorted(missing)}.")
+        raise InputError(f"summary lacks the columns {sorted(missing)}.")
     if budget is None:
         budget = float(summary.attrs.get("budget", 0.10))
     df = summary.reset_index()

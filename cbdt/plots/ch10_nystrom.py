@@ -6,6 +6,7 @@ One function per figure; each takes computed data and returns the ``Figure``.
 from __future__ import annotations
 
 import matplotlib.pyplot as plt  # noqa: F401
+import numpy as np
 
 _CH10_STYLE = {
     "exact": dict(color="C0", marker="o"),
@@ -78,8 +79,6 @@ def plot_nystrom_agreement(summary, k=30):
     -------
     matplotlib.figure.Figure
     """
-    import numpy as np
-
     fig, axes = plt.subplots(1, 2, figsize=(7.0, 2.9), sharey=True)
     for ax, col, title in ((axes[0], f"top{k}", f"Top-{k} overlap"),
                            (axes[1], "pearson", "Pearson r")):

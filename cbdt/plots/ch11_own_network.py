@@ -6,6 +6,9 @@ One function per figure; each takes computed data and returns the ``Figure``.
 from __future__ import annotations
 
 import matplotlib.pyplot as plt  # noqa: F401
+import numpy as np
+
+from ..exceptions import InputError
 
 
 def plot_case_gallery(query_image, gallery, images, *, title=None, image_shape=(8, 8),
@@ -38,17 +41,16 @@ def plot_case_gallery(query_image, gallery, images, *, title=None, image_shape=(
     and its contribution :math:`\\psi_i` to the row's action score (eq. 15). The figure is
     7 inches wide for up to five cases per row.
     """
-    import numpy as np
     import pandas as pd
     from matplotlib.gridspec import GridSpec
 
     need = {"group", "action", "rank", "position", "case_id", "label", "alpha", "psi"}
     if not isinstance(gallery, pd.DataFrame) or not need <= set(gallery.columns):
-        raise ValueError(f"gallery must be the DataFrame of case_gallery (columns {sorted(need)}).")
+        raise InputError(f"gallery must be the DataFrame of case_gallery (columns {sorted(need)}).")
     imgs = np.asarray(images, dtype=float)
     groups = list(dict.fromkeys(gallery["group"]))
     if not groups:
-        raise ValueError("gallery holds no case to draw.")
+        raise InputError("gallery holds no case to draw.")
     n_cols = max(5, int(gallery.groupby("group").size().max()))
     n_rows = len(groups)
     vmax = float(max(np.max(imgs), np.max(query_image)))
@@ -134,12 +136,11 @@ def plot_review_triage(curve, margin, risk, wrong, *, budget=0.1, risk_name=None
         score and the random review's diagonal; (b) margin against risk, wrong decisions
         marked, with the cut of a ``budget`` review by each score.
     """
-    import numpy as np
     import pandas as pd
 
     need = {"score", "budget", "caught_share"}
     if not isinstance(curve, pd.DataFrame) or not need <= set(curve.columns):
-        raise ValueError(f"curve must be the DataFrame of review_curve (columns {sorted(need)}).")
+        raise InputError(f"curve must be the DataFrame of review_curve (columns {sorted(need)}).")
     mg = np.asarray(margin, dtype=float)
     rk = np.asarray(risk, dtype=float)
     w = np.asarray(wrong, dtype=bool)
