@@ -21,8 +21,8 @@ factorisation :math:`X = QR`, without ever forming an inverse:
   (``"cholesky_qr3"``). A first Gram matrix of all rows alone would be the normal equations
   (errors of order :math:`\\epsilon\\,\\mathrm{cond}(\\Phi)^2`); the checked pass is what
   repairs them. The work is two or three products of the size of :math:`\\Phi^\\top\\Phi`
-  (the sampled one an eighth of that), all level-3 BLAS, and about 1.13 reads of a memmap
-  ``Phi`` on the sampled path; an in-memory ``Phi`` is read once, into the fit's copy.
+  (the sampled one an eighth of that), all level-3 BLAS, and at most about 1.13 reads of
+  ``Phi`` on the sampled path.
 * **Householder TSQR**, the guarded fallback: ``dgeqrf`` folds of ``[X, R_ret]`` over row
   chunks (a tall-skinny QR), several times slower but stable for any condition number.
 
@@ -174,33 +174,18 @@ def _run_lanes(
 
 
 def _gram_pass(src: _Source, scale: float, threads: int, stride: int = 1) -> np.ndarray:
-    """Pass 1: ``X^T X`` of ``X = [s Phi, 1]`` (H', H'), over every ``stride``-th block.
-
-    An in-memory source copies every block into its memory on this pass, also when it sums
-    only a sample: the second pass then reads a copy already in memory (measured: filling
-    the fresh copy inside the second pass, among its solves, cost about 1 s more at
-    n = 10^6, H = 256 than on this mostly memory-bound first pass). The ``i``-th summed
-    block goes to lane ``i mod 16`` either way, so the sum does not change.
-    """
+    """Pass 1: ``X^T X`` of ``X = [s Phi, 1]`` (H', H'), over every ``stride``-th block."""
     Hp = src.Hp
-    rows = block_rows(Hp)
     acc = np.zeros((_LANES, Hp, Hp))
-    copy_all = src.memory is not None
+    full = stride == 1
 
     def work(lane: int, a: int, e: int, buf: np.ndarray) -> None:
-        if copy_all:
-            Xb = src.fill(a, e, src.memory[a:e], scale)
-            j = a // rows
-            if j % stride:
-                return
-            lane = (j // stride) % _LANES
-        else:
-            Xb = src.pass1(a, e, buf, scale, stride == 1)
+        Xb = src.pass1(a, e, buf, scale, full)
         with np.errstate(over="ignore", invalid="ignore"):  # out of range: rescaled after
             acc[lane] += Xb.T @ Xb  # numpy calls syrk for X^T X
 
-    _run_lanes(src.n, rows, threads, work, Hp, stride=1 if copy_all else stride)
-    src.filled = copy_all
+    _run_lanes(src.n, block_rows(Hp), threads, work, Hp, stride=stride)
+    src.filled = src.memory is not None and full
     return _lane_sum(acc)
 
 
@@ -369,9 +354,8 @@ def factor_memory(
                 "rank-deficient or cond(Phi) exceeds about 1e8)"
             )
         for q in range(2 if info == 0 else 0):  # CholeskyQR2, then at most one more pass
-            from_copy = src is not None and src.filled
             G2, CY = _second(Phi, src, intercept, Rret, R_pre, scale, const, threads)
-            reads += 0 if from_copy else 1
+            reads += 1
             if not np.all(np.isfinite(G2)):  # a row outside the sample: locate or rescale
                 _max_abs_any(Phi, kind, chunk_size)  # raises at a non-finite row
                 if stride == 1:  # pragma: no cover - the full first pass saw every row
@@ -436,10 +420,10 @@ def _max_abs_any(Phi: Any, kind: str, chunk: int) -> float:
         return _max_abs(Phi, chunk)
     import dask
 
-    from ._ranking import row_blocks
+    from ._ranking import _row_blocks
 
     parts = [dask.delayed(_max_abs)(blk, max(1, o1 - o0), o0) for blk, o0, o1 in
-             row_blocks(Phi)]
+             _row_blocks(Phi)]
     return max(dask.compute(*parts), default=0.0)
 
 
@@ -453,13 +437,12 @@ def _gram(Phi: Any, src: _Source | None, intercept: bool, scale: float, threads:
         rows = block_rows(src.Hp)
         starts = np.arange(0, src.n, rows * stride)
         frac = int(np.minimum(rows, src.n - starts).sum()) / src.n
-        # the sample's Gram matrix, scaled to all n rows; an in-memory source read them all
-        return G / frac, (1.0 if src.memory is not None else frac)
+        return G / frac, frac  # the sample's Gram matrix, scaled to all n rows
     import dask
 
-    from ._ranking import row_blocks
+    from ._ranking import _row_blocks
 
-    parts = [dask.delayed(_chunk_gram)(blk, intercept, scale) for blk, _, _ in row_blocks(Phi)]
+    parts = [dask.delayed(_chunk_gram)(blk, intercept, scale) for blk, _, _ in _row_blocks(Phi)]
     return _lane_sum(np.stack(dask.compute(*parts))), 1.0
 
 
@@ -475,13 +458,13 @@ def _second(Phi: Any, src: _Source | None, intercept: bool, Rret: np.ndarray,
         return _q_pass(src, Rret, R1, scale, const, threads)
     import dask
 
-    from ._ranking import row_blocks
+    from ._ranking import _row_blocks
 
     R1d = dask.delayed(R1)
     parts = [
         dask.delayed(_chunk_q)(blk, np.ascontiguousarray(Rret[o0:o1]), R1d, intercept, scale,
                                const)
-        for blk, o0, o1 in row_blocks(Phi)
+        for blk, o0, o1 in _row_blocks(Phi)
     ]
     done = dask.compute(*parts)
     return _lane_sum(np.stack([g for g, _ in done])), _lane_sum(np.stack([c for _, c in done]))
@@ -545,10 +528,10 @@ def _householder(
     if kind == "dask":
         import dask
 
-        from ._ranking import row_blocks
+        from ._ranking import _row_blocks
 
         parts = [dask.delayed(_chunk_r)(blk, Rret[o0:o1], scale, const, intercept, None, o0)
-                 for blk, o0, o1 in row_blocks(Phi)]
+                 for blk, o0, o1 in _row_blocks(Phi)]
         return qr_r(np.vstack(dask.compute(*parts)))
     n = Phi.shape[0]
     H = Phi.shape[1] - int(from_memory and intercept)
