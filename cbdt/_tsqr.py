@@ -420,10 +420,10 @@ def _max_abs_any(Phi: Any, kind: str, chunk: int) -> float:
         return _max_abs(Phi, chunk)
     import dask
 
-    from ._ranking import _row_blocks
+    from ._ranking import row_blocks
 
     parts = [dask.delayed(_max_abs)(blk, max(1, o1 - o0), o0) for blk, o0, o1 in
-             _row_blocks(Phi)]
+             row_blocks(Phi)]
     return max(dask.compute(*parts), default=0.0)
 
 
@@ -440,9 +440,9 @@ def _gram(Phi: Any, src: _Source | None, intercept: bool, scale: float, threads:
         return G / frac, frac  # the sample's Gram matrix, scaled to all n rows
     import dask
 
-    from ._ranking import _row_blocks
+    from ._ranking import row_blocks
 
-    parts = [dask.delayed(_chunk_gram)(blk, intercept, scale) for blk, _, _ in _row_blocks(Phi)]
+    parts = [dask.delayed(_chunk_gram)(blk, intercept, scale) for blk, _, _ in row_blocks(Phi)]
     return _lane_sum(np.stack(dask.compute(*parts))), 1.0
 
 
@@ -458,13 +458,13 @@ def _second(Phi: Any, src: _Source | None, intercept: bool, Rret: np.ndarray,
         return _q_pass(src, Rret, R1, scale, const, threads)
     import dask
 
-    from ._ranking import _row_blocks
+    from ._ranking import row_blocks
 
     R1d = dask.delayed(R1)
     parts = [
         dask.delayed(_chunk_q)(blk, np.ascontiguousarray(Rret[o0:o1]), R1d, intercept, scale,
                                const)
-        for blk, o0, o1 in _row_blocks(Phi)
+        for blk, o0, o1 in row_blocks(Phi)
     ]
     done = dask.compute(*parts)
     return _lane_sum(np.stack([g for g, _ in done])), _lane_sum(np.stack([c for _, c in done]))
@@ -528,10 +528,10 @@ def _householder(
     if kind == "dask":
         import dask
 
-        from ._ranking import _row_blocks
+        from ._ranking import row_blocks
 
         parts = [dask.delayed(_chunk_r)(blk, Rret[o0:o1], scale, const, intercept, None, o0)
-                 for blk, o0, o1 in _row_blocks(Phi)]
+                 for blk, o0, o1 in row_blocks(Phi)]
         return qr_r(np.vstack(dask.compute(*parts)))
     n = Phi.shape[0]
     H = Phi.shape[1] - int(from_memory and intercept)

@@ -19,3 +19,21 @@ settings.load_profile("cbdt")
 @pytest.fixture
 def rng() -> np.random.Generator:
     return np.random.default_rng(20240601)
+
+
+@pytest.fixture
+def rewrite_npz():
+    """``rewrite(path, **changes)``: rewrite an ``.npz`` file with entries replaced (an array)
+    or removed (None), as a damaged or older file would be."""
+
+    def rewrite(path, **changes) -> None:
+        with np.load(path, allow_pickle=False) as f:
+            arrays = {k: f[k] for k in f.files}
+        for k, v in changes.items():
+            if v is None:
+                arrays.pop(k)
+            else:
+                arrays[k] = v
+        np.savez(path, **arrays)
+
+    return rewrite

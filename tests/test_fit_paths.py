@@ -284,16 +284,6 @@ def test_save_load_keeps_the_path_and_the_coefficients(tmp_path, cond, factoriza
         assert back.factorization_ == "cholesky_qr2" and back.orthogonality_loss_ <= OMEGA_MAX
 
 
-def _rewrite(path, **changes) -> None:
-    with np.load(path, allow_pickle=False) as f:
-        arrays = {k: f[k] for k in f.files}
-    for k, v in changes.items():
-        if v is None:
-            arrays.pop(k)
-        else:
-            arrays[k] = v
-    np.savez(path, **arrays)
-
 
 def test_small_memories_keep_the_dual_matrix_large_ones_the_copy(monkeypatch):
     Phi, R, Q = _well_conditioned(n=300, H=6)
@@ -311,7 +301,7 @@ def test_small_memories_keep_the_dual_matrix_large_ones_the_copy(monkeypatch):
         assert np.array_equal(a.indices, b.indices)
 
 
-def test_file_formats_one_is_refused_two_and_three_are_read(tmp_path, monkeypatch):
+def test_file_formats_one_is_refused_two_and_three_are_read(tmp_path, monkeypatch, rewrite_npz):
     Phi, R, Q = _well_conditioned(n=120, H=5)
     monkeypatch.setattr(CaseInfluence, "_DUAL_ENTRIES", 0)  # the copy of Phi, not the dual
     monkeypatch.setattr(CaseInfluence, "_DUAL_ASPECT", 0)
@@ -321,18 +311,18 @@ def test_file_formats_one_is_refused_two_and_three_are_read(tmp_path, monkeypatc
     with np.load(path, allow_pickle=False) as f:
         assert int(f["format"]) == 3 and "memory" in f
 
-    _rewrite(path, format=np.array(1))
+    rewrite_npz(path, format=np.array(1))
     with pytest.raises(InputError, match="format") as err:
         CaseInfluence.load(path)
     assert "format 3" in str(err.value) and str(path) in str(err.value)
 
-    _rewrite(path, format=np.array(2))
+    rewrite_npz(path, format=np.array(2))
     assert np.array_equal(CaseInfluence.load(path).coefficients(Q), ci.coefficients(Q))
 
     # a format-2 file as version 2 wrote it: a dual matrix D (alpha = D phi) instead of the
     # memory, no path recorded; its columns are the coefficients of the unit queries
     D = np.ascontiguousarray(ci.coefficients(np.eye(5)).T)
-    _rewrite(path, memory=None, dual=D, factorization_=None, orthogonality_loss_=None)
+    rewrite_npz(path, memory=None, dual=D, factorization_=None, orthogonality_loss_=None)
     old = CaseInfluence.load(path)
     assert old.factorization_ == "unknown" and math.isnan(old.orthogonality_loss_)
     assert _rel(old.coefficients(Q), ci.coefficients(Q)) <= 1e-12

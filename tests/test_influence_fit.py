@@ -154,16 +154,6 @@ def _saved(tmp_path, **kw):
     return path, ci, Q
 
 
-def _rewrite(path, **changes):
-    with np.load(path, allow_pickle=False) as f:
-        arrays = {k: f[k] for k in f.files}
-    for k, v in changes.items():
-        if v is None:
-            arrays.pop(k)
-        else:
-            arrays[k] = v
-    np.savez(path, **arrays)
-
 
 @pytest.mark.parametrize(
     "key, bad, words",
@@ -176,25 +166,25 @@ def _rewrite(path, **changes):
         ("fitted", lambda a: a[:3], "fitted"),
     ],
 )
-def test_load_checks_the_shapes_of_what_it_reads(tmp_path, key, bad, words):
+def test_load_checks_the_shapes_of_what_it_reads(tmp_path, key, bad, words, rewrite_npz):
     path, _, _ = _saved(tmp_path)
     with np.load(path) as f:
         arr = f[key]
-    _rewrite(path, **{key: bad(arr)})
+    rewrite_npz(path, **{key: bad(arr)})
     with pytest.raises(InputError, match=words) as err:
         CaseInfluence.load(path)
     assert "refit" in str(err.value) or "save it again" in str(err.value)
 
 
-def test_load_names_a_missing_entry_and_an_unknown_parameter(tmp_path):
+def test_load_names_a_missing_entry_and_an_unknown_parameter(tmp_path, rewrite_npz):
     path, _, _ = _saved(tmp_path)
-    _rewrite(path, params=None)
+    rewrite_npz(path, params=None)
     with pytest.raises(InputError, match="params"):
         CaseInfluence.load(path)
     path, ci, _ = _saved(tmp_path)
     params = json.loads(str(np.load(path)["params"]))
     params["shiny_new_option"] = 3
-    _rewrite(path, params=np.array(json.dumps(params)))
+    rewrite_npz(path, params=np.array(json.dumps(params)))
     with pytest.raises(InputError, match="shiny_new_option") as err:
         CaseInfluence.load(path)
     assert "newer" in str(err.value)
