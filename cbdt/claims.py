@@ -37,7 +37,7 @@ __all__ = [
     "TRAINED_TOLERANCE",
     "interval_status",
     "fmt",
-    "mean_ci",
+    "mean_ci_math",
     "report",
     "claims_dir",
     "load_claims",
@@ -299,8 +299,9 @@ def fmt(x: float, digits: int = 3) -> str:
     return f"{x:,.{decimals}f}"
 
 
-def mean_ci(mean: float, half: float, digits: int = 3, pct: bool = False) -> str:
-    """``mean ± half`` in Markdown math, as the chapters print it.
+def mean_ci_math(mean: float, half: float, digits: int = 3, pct: bool = False) -> str:
+    """``mean ± half`` in Markdown math, as the chapters print it (:func:`cbdt.metrics.mean_ci`
+    computes the interval; :func:`cbdt.metrics.format_mean_ci` prints it as plain text).
 
     Parameters
     ----------

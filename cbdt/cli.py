@@ -304,7 +304,7 @@ def _table1_claims(cmp: pd.DataFrame) -> list[Any]:
 def _cost_claims(timing: pd.DataFrame) -> list[Any]:
     """Chapter 06's per-query cost claim (App. D, Table C3), timed by this run on this machine."""
     from .claims import Claim
-    from .claims import mean_ci as ci_md
+    from .claims import mean_ci_math as ci_md
     from .experiments import synthetic as syn
     from .metrics import mean_ci
 

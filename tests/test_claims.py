@@ -144,7 +144,7 @@ def test_formatting_helpers_and_interval_rule():
     assert claims.fmt(0.87123) == "0.871"
     assert claims.fmt(14000) == "14,000"
     assert claims.fmt(float("nan")) == "-"
-    assert claims.mean_ci(0.979, 0.014, 1, pct=True) == r"$97.9\pm1.4\%$"
+    assert claims.mean_ci_math(0.979, 0.014, 1, pct=True) == r"$97.9\pm1.4\%$"
     # the paper's 96.0% lies below 97.9 +- 1.4: that is not agreement
     assert claims.interval_status(0.960, 0.979, 0.014) == "differs"
     assert claims.interval_status(0.960, 0.970, 0.014) == "agrees"

@@ -56,7 +56,7 @@ import pandas as pd
 
 from .._validation import as_float_matrix, check_nonnegative_scalar
 from ..audit import audit_signals
-from ..claims import Claim, mean_ci
+from ..claims import Claim, mean_ci_math
 from ..exceptions import DegenerateAuditWarning, InputError, RankDeficientError
 from ..metrics import mean_ci_finite, roc_auc
 from ..models import CaseNetwork, ProbeFidelity
@@ -646,7 +646,7 @@ def claim_rows(summary: pd.DataFrame, dataset: str = "digits classifier") -> lis
         n_def, n = int(r["n_defined"]), int(r["n_seeds"])
         if n_def == 0:
             return f"constant (AUC undefined on {n} of {n} seeds)"
-        val = mean_ci(r["auc_mean"], r["auc_ci"]) if np.isfinite(r["auc_ci"]) else (
+        val = mean_ci_math(r["auc_mean"], r["auc_ci"]) if np.isfinite(r["auc_ci"]) else (
             f"{r['auc_mean']:.3f}")
         return val if n_def == n else f"{val} ({n_def} of {n} seeds defined)"
 

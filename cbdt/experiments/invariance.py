@@ -31,7 +31,7 @@ import pandas as pd
 from scipy import stats
 
 from ..claims import ChapterClaims, Claim, fmt
-from ..claims import mean_ci as format_ci
+from ..claims import mean_ci_math as format_ci
 from ..geometry import cotransformed_metric, reparameterize, zca_whitening
 from ..influence import CaseInfluence
 from ..metrics import mean_ci as ci_over_seeds

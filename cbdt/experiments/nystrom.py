@@ -81,7 +81,7 @@ from threadpoolctl import threadpool_limits
 
 from .._ranking import top_k_indices
 from .._validation import check_positive_int
-from ..claims import TRAINED_TOLERANCE, ChapterClaims, Claim, interval_status, mean_ci
+from ..claims import TRAINED_TOLERANCE, ChapterClaims, Claim, interval_status, mean_ci_math
 from ..exceptions import InputError
 from ..influence import CaseInfluence
 from ..metrics import mean_ci_finite
@@ -521,9 +521,9 @@ def chapter_claims(
                       + reason)
         rows.append(Claim(
             f"Top-{k} overlap, $H = {H}$",
-            mean_ci(p["top30"], p["top30_ci"]),
-            f"{mean_ci(f[f'{top}_mean'], f[f'{top}_ci'])} (features), "
-            f"{mean_ci(c[f'{top}_mean'], c[f'{top}_ci'])} (cases)",
+            mean_ci_math(p["top30"], p["top30_ci"]),
+            f"{mean_ci_math(f[f'{top}_mean'], f[f'{top}_ci'])} (features), "
+            f"{mean_ci_math(c[f'{top}_mean'], c[f'{top}_ci'])} (cases)",
             status,
             reason,
         ))
@@ -533,8 +533,8 @@ def chapter_claims(
     hs = " / ".join(str(H) for H in widths)
     rows.append(Claim(
         f"Pearson $r$, $H = {hs}$",
-        " / ".join(mean_ci(paper[H]["pearson"], paper[H]["pearson_ci"]) for H in widths),
-        " / ".join(mean_ci(feat[H]["pearson_mean"], feat[H]["pearson_ci"]) for H in widths)
+        " / ".join(mean_ci_math(paper[H]["pearson"], paper[H]["pearson_ci"]) for H in widths),
+        " / ".join(mean_ci_math(feat[H]["pearson_mean"], feat[H]["pearson_ci"]) for H in widths)
         + " (features)",
         "differs" if outside else "agrees",
         (f"the paper's value lies outside the book's interval at $H = "
@@ -613,7 +613,7 @@ def chapter_claims(
     far = any(r > 2 or r < 0.5 for r in fac)
     rows.append(Claim(
         f"Per-query time, exact, $H = {' / '.join(str(H) for H in ex_ms)}$",
-        " / ".join(mean_ci(paper[H]["exact_ms"], paper[H]["exact_ms_ci"], 1) for H in ex_ms)
+        " / ".join(mean_ci_math(paper[H]["exact_ms"], paper[H]["exact_ms_ci"], 1) for H in ex_ms)
         + " ms",
         " / ".join(f"{v:.3f}" for v in ex_ms.values()) + f" ms ({src})",
         "differs" if far else "not comparable",

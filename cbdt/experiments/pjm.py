@@ -70,7 +70,7 @@ import pandas as pd
 from scipy.spatial.distance import cdist
 
 from ..claims import TRAINED_TOLERANCE, ChapterClaims, Claim, fmt, interval_status
-from ..claims import mean_ci as ci_md
+from ..claims import mean_ci_math as ci_md
 from ..datasets.pjm_bidding import ACTIONS, BiddingProblem, MarketModel, pjm_bidding_problem
 from ..decision import GaussianSimilarity, Memory, kernel_supports, median_distance, support
 from ..exceptions import InputError, RankDeficientError

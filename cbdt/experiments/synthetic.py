@@ -58,7 +58,7 @@ from ..baselines import (
     fit_methods,
 )
 from ..claims import TRAINED_TOLERANCE, ChapterClaims, Claim, interval_status
-from ..claims import mean_ci as _ci_md
+from ..claims import mean_ci_math as _ci_md
 from ..datasets.synthetic import SyntheticCBDT, make_synthetic_cbdt
 from ..exceptions import InputError, RankDeficientError
 from ..metrics import mean_ci, paired_test, pearson, summarize_seeds, topk_action_consistency

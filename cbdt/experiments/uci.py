@@ -107,7 +107,7 @@ import pandas as pd
 from scipy import linalg
 
 from ..claims import TRAINED_TOLERANCE, ChapterClaims, Claim, fmt, interval_status
-from ..claims import mean_ci as fmt_ci
+from ..claims import mean_ci_math as fmt_ci
 from ..datasets import (
     adult_features,
     adult_proxy_returns,
