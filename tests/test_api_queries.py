@@ -1,11 +1,11 @@
-"""The query API every case-influence estimator shares (issue 19: items 2, 5, 7, API).
+"""The query API every case-influence estimator shares.
 
-Each test names the trap it closes; each fails on the code before the change (eca3cd8):
-``explain`` was silent on label-like returns, ``action="treat_A"`` raised "action must be an
-integer", plot titles parsed action names as mathtext, a string column gave "X must be
-numeric, got dtype object" with the advice ``np.asarray(..., dtype=float)``, ``TopCases``
-was a NamedTuple whose ``==`` ignored ``case_ids``, ``audit_signals`` accepted only a
-``CaseInfluence`` (and called its private methods), ``n_features_in_`` did not exist.
+Each test names the trap it closes: ``explain`` silent on label-like returns, an action
+name such as ``"treat_A"`` refused, action names parsed as mathtext in plot titles, a string
+column reported as "X must be numeric, got dtype object" with the advice
+``np.asarray(..., dtype=float)``, a ``TopCases`` whose ``==`` ignores ``case_ids``,
+``audit_signals`` limited to ``CaseInfluence`` (or calling its private methods), no
+``n_features_in_``.
 """
 
 from __future__ import annotations

@@ -184,7 +184,7 @@ def test_per_query_actions_and_1d(feats):
             np.testing.assert_allclose(meth.contributions(Q[j], int(a)), per[j])
 
 
-# ---------------------------------------------------------------- query API (issue 19)
+# ---------------------------------------------------------------- query API
 def _fitted_methods(Phi, R):
     rng = np.random.default_rng(3)
     W, b = rng.normal(size=(R.shape[1], Phi.shape[1])), rng.normal(size=R.shape[1])

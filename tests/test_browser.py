@@ -13,7 +13,7 @@ every page of ``_toc.yml`` it checks that
 - no request leaves 127.0.0.1 (the book is fully offline).
 
 It also checks that the equation labels ``eq-1`` ... ``eq-22`` carry the paper's numbers, and
-that every page reads cleanly at 1280 px (issue 10): no doubled brackets around an equation
+that every page reads cleanly at 1280 px: no doubled brackets around an equation
 number such as ``((9))``, no ``Exercise Exercise``, no raw labels (``eq-10``) in the right-hand
 contents, no raw TeX in the text of the index page (``genindex``), no table wider than the
 article column and no image shown at less than 1/1.5 of its natural width. The last two report
@@ -67,7 +67,7 @@ TABLE_SLACK_PX = 1.0
 # fails on any other page with such a table, when a listed page gets worse, and when a listed
 # page is fixed (then delete its entry).
 TABLE_WIDTH_ALLOWED: dict[str, float] = {}
-# issue 10: to fix. Pages that still scale an image down by more than MAX_IMAGE_SCALE
+# to fix. Pages that still scale an image down by more than MAX_IMAGE_SCALE
 # (natural width / rendered width), with the largest factor measured on 2026-11-26. Same rules.
 IMAGE_SCALE_ALLOWED: dict[str, float] = {}
 
@@ -401,7 +401,7 @@ def test_equation_labels_carry_the_papers_numbers() -> None:
         assert where[0][1] == str(n), f"eq-{n} is numbered ({where[0][1]}) on {where[0][0]}"
 
 
-# ----------------------------------------------------------------------------- reading (issue 10)
+# ----------------------------------------------------------------------------- reading
 
 
 @pytest.fixture(scope="module")
@@ -509,7 +509,7 @@ def test_images_are_not_scaled_down(reading, docname: str) -> None:
     )
 
 
-# ----------------------------------------------------------------------------- figures (issue 10)
+# ----------------------------------------------------------------------------- figures
 
 # Chapter pages whose figure cells do not yet carry myst-nb figure metadata (caption and name),
 # so their images are not numbered figures. The lead empties this set once they do.
@@ -593,7 +593,7 @@ def test_figures_open_in_the_zoom_overlay(browser, base_url: str, docname: str) 
         context.close()
 
 
-# ----------------------------------------------------------------------------- explorers (issue 10)
+# ----------------------------------------------------------------------------- explorers
 
 # pages whose explorer (cbdt.widgets) shows its static twin in the book: precomputed states
 # switched by plain HTML controls (cbdt.explorer), no kernel needed

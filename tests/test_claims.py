@@ -1,4 +1,4 @@
-"""The claims framework and the generated reproducibility page (issue 9, item 6)."""
+"""The claims framework and the generated reproducibility page."""
 
 from __future__ import annotations
 
@@ -156,7 +156,7 @@ def test_page_says_it_is_generated():
 
 
 # ---------------------------------------------------------------------------------------
-# the instructor page's generated blocks (issue 10, deliver 6)
+# the instructor page's generated blocks
 # ---------------------------------------------------------------------------------------
 
 INSTRUCTOR = ROOT / "book" / "instructor.md"

@@ -1,4 +1,4 @@
-"""The ``cbdt`` command line (issue 9, item 5)."""
+"""The ``cbdt`` command line."""
 
 from __future__ import annotations
 
@@ -66,7 +66,7 @@ def test_python_m_cbdt_reproduces_table1(table1_run):
 
 
 def test_summary_says_where_this_run_departs_from_the_paper(table1_run):
-    """Issue 19, item 10: the summary states the departure (the inner product beats alpha)
+    """The summary states the departure (the inner product beats alpha)
     with this run's own numbers (2 seeds, not the book's stored 5-seed text) and the reason."""
     out, _ = table1_run
     per_seed = pd.read_csv(out / "table1" / "per_seed.csv", index_col=0)

@@ -1,5 +1,5 @@
 """Accuracy and scale of the exact decomposition: QR-based fit against a 50-digit reference,
-the fused top-k scan, memmaps (float32 included) and dask arrays (issue: App. C.7, Sec. 3)."""
+the fused top-k scan, memmaps (float32 included) and dask arrays (App. C.7, Sec. 3)."""
 
 from __future__ import annotations
 

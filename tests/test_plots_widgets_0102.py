@@ -172,7 +172,7 @@ def _panels_per_row(fig):
 
 
 def test_chapter_01_figures_fit_the_book_column(memory):
-    """Issue 10: at most two panels side by side, at most 6.9 in wide (the column is 688 px at
+    """At most two panels side by side, at most 6.9 in wide (the column is 688 px at
     the inline backend's 100 dpi), and a legend that names the region colour of every action."""
     sim = cbdt.GaussianSimilarity(1.0)
     supports = plots.plot_cbdt_supports(memory, sim, action_names=ACTIONS, query=(0, 0),

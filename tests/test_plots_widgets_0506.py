@@ -147,7 +147,7 @@ def _panels_per_row(fig):
 
 
 def test_chapter_05_06_figures_fit_the_book_column(regions, query_df):
-    """Issue 10: at most two panels side by side and at most 6.9 in wide; the region colours
+    """At most two panels side by side and at most 6.9 in wide; the region colours
     of Fig. 1a-b and the action colours of the query panels have a legend."""
     recon = ex.support_reconstruction(0, SMALL)
     df = ex.attribution_comparison((0, 1), config=SMALL)

@@ -1,4 +1,4 @@
-"""Portability of the book's trained results across CPUs (issue 17).
+"""Portability of the book's trained results across CPUs.
 
 Every network the book trains is retrained here for one seed and its test-set scores are
 compared with ``tests/portability_reference.json``, which was written on another machine (or
@@ -12,7 +12,7 @@ with other vector units; the reference comes from a native run. Two things must 
   float64 spread is larger). The book prints trained results to at most four significant
   digits; a spread far below the last printed unit keeps every printed digit in place but for
   a crossed rounding boundary (which the claims' tolerance and nbval then report). Float32
-  training (before issue 17) spread by 1e-7 to 3e-2 and fails here.
+  training (as the book once did) spread by 1e-7 to 3e-2 and fails here.
 * the rounding-level verdicts of chapter 10 (accuracy of the fit against its bounds) hold.
 
 Write the reference with ``CBDT_WRITE_PORTABILITY=1 pytest tests/test_portability.py -m
@@ -96,7 +96,7 @@ def _own_network() -> tuple[np.ndarray, str]:
 #: 3e-16 to 1e-15 where training is smooth (1e-9 accepted); where full-batch Adam amplifies a
 #: last-bit difference over hundreds of epochs it is larger: PJM 1.5e-8 (1e-6 accepted), the
 #: digits classifier 3.5e-6 (1e-4), the width-128 network of Table C2 4.3e-5 (1e-3: its
-#: trajectories part at epoch 986 of 1,000). Float32 training (before issue 17) spread by 1e-7
+#: trajectories part at epoch 986 of 1,000). Float32 training (as the book once did) spread by 1e-7
 #: to 3e-2 and fails every row but Table C2's.
 CONFIGS: dict[str, tuple[Callable[[], tuple[np.ndarray, str]], float]] = {
     "synthetic, H = 64": (_synthetic, 1e-9),

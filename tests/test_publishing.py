@@ -1,4 +1,4 @@
-"""The book's licence and citation metadata agree with each other (issue 10, deliver 6).
+"""The book's licence and citation metadata agree with each other.
 
 ``book/about.md`` shows ``LICENSE`` and ``CITATION.cff`` verbatim (literalinclude) and adds
 BibTeX for the paper and the book; these tests keep the BibTeX, the CFF file, ``LICENSE`` and
@@ -77,7 +77,7 @@ def test_instructor_and_about_pages_are_in_the_reference_part():
     assert files[0] == "book/instructor" and files[-1] == "book/about"
 
 
-# --- Publishing (issue 10, item 7): repository, issue and launch buttons only when the URL is set
+# --- Publishing: repository, issue and launch buttons only when the URL is set
 
 import importlib.util  # noqa: E402
 import json  # noqa: E402

@@ -1,4 +1,4 @@
-"""Exactness of the ranking at any scale and on every path (issue 19, C2 and C10).
+"""Exactness of the ranking at any scale and on every path.
 
 C2: the float32 screen of the fused scan holds only values float32 can represent. With
 Phi ~ 1e-60 (not rescaled by the fit) the dual rows (~1e57) overflowed float32 and every

@@ -1,4 +1,4 @@
-"""BLAS thread pinning (cbdt._threads) under concurrent Python threads (issue 19, C7): the
+"""BLAS thread pinning (cbdt._threads) under concurrent Python threads: the
 limits in force before the first pinned section come back when the last one exits."""
 
 from __future__ import annotations

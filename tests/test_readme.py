@@ -1,4 +1,4 @@
-"""The README's code runs as written (issue 19, item 9).
+"""The README's code runs as written.
 
 The quick-start block is taken verbatim from README.md (the first ``python`` block after the
 marker ``<!-- tests/test_readme.py runs the next python block verbatim -->``) and executed in a

@@ -1,4 +1,4 @@
-"""cbdt.torch, issue 19: the guarded bridge (layer checks, solver fallback, Captum-style
+"""cbdt.torch: the guarded bridge (layer checks, solver fallback, Captum-style
 estimator that survives clone/save/load, one probe_fidelity, input errors, submodule modes,
 integer inputs, tuple outputs). Every test here fails on the bridge before the issue."""
 

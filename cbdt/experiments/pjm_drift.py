@@ -57,9 +57,7 @@ Scores (high = review first)
     vote for one action has risk exactly 0, so such decisions tie. (With
     :math:`\\varepsilon = 10^{-12}` their entropy would be a floor of about
     :math:`(2\\varepsilon/3M)\\ln(3M/\\varepsilon)`, :math:`M` the top-k mass, that ranks them
-    by :math:`1/M`, not by any disagreement. A first run of this module cut that floor at a
-    fixed tolerance of :math:`10^{-9}`, which split the unanimous decisions in two; the
-    library's ``eps=0`` limit replaced it.) ``risk_alpha``: the same with the top-k set and
+    by :math:`1/M`, not by any disagreement.) ``risk_alpha``: the same with the top-k set and
     masses ranked by :math:`|\\alpha_i(x)|` (``rank_by="coefficient"``), the book's variant
     for returns whose heavy tail dominates :math:`|\\psi_i| = |\\alpha_i||r_i(a)|`.
     ``risk_nonzero`` reports the share of audited
