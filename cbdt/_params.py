@@ -44,3 +44,25 @@ class ParamsMixin:
         for name, value in params.items():
             setattr(self, name, value)
         return self
+
+
+def read_saved_params(f: Any, path: Any, known: tuple[str, ...], bad: Any) -> dict:
+    """The constructor parameters stored (as JSON) in the ``"params"`` entry of a saved
+    estimator file ``f``; ``bad(what)`` builds the error for a damaged file. Parameters this
+    version does not know (a newer cbdt wrote the file) are an InputError."""
+    import json
+
+    try:
+        params = json.loads(str(f["params"]))
+    except ValueError as err:
+        raise bad(f"its 'params' entry is not JSON ({err})") from None
+    if not isinstance(params, dict):
+        raise bad("its 'params' entry is not a mapping of parameter names")
+    unknown = sorted(set(params) - set(known))
+    if unknown:
+        raise InputError(
+            f"{path!s} sets parameter(s) {unknown} that this version of cbdt does not "
+            "know: it was written by a newer cbdt. Upgrade cbdt (pip install -U cbdt) or "
+            "refit and save it with this version."
+        )
+    return params

@@ -26,7 +26,7 @@ from typing import Any, Literal
 import numpy as np
 from scipy import linalg
 
-from ._params import ParamsMixin
+from ._params import ParamsMixin, read_saved_params
 from ._query import CaseQueryMixin
 from ._ranking import max_row_norm, rank_block, rank_dask, scan_top_k
 from ._results import Explanation, TopCases
@@ -636,19 +636,7 @@ class CaseInfluence(CaseQueryMixin, ParamsMixin):
         for key in ("params", "gram_factor", "returns", "V", "fitted", "solver_"):
             if key not in f:
                 raise bad(f"the entry {key!r} is missing")
-        try:
-            params = json.loads(str(f["params"]))
-        except ValueError as err:
-            raise bad(f"its 'params' entry is not JSON ({err})") from None
-        if not isinstance(params, dict):
-            raise bad("its 'params' entry is not a mapping of parameter names")
-        unknown = sorted(set(params) - set(cls._PARAMS))
-        if unknown:
-            raise InputError(
-                f"{path!s} sets parameter(s) {unknown} that this version of cbdt does not "
-                "know: it was written by a newer cbdt. Upgrade cbdt (pip install -U cbdt) or "
-                "refit and save it with this version."
-            )
+        params = read_saved_params(f, path, cls._PARAMS, bad)
         fitted = f["fitted"]
         if fitted.shape != (6,):
             raise bad(f"'fitted' has shape {fitted.shape}, expected (6,)")

@@ -24,7 +24,7 @@ from typing import Any, Literal
 import numpy as np
 from scipy import linalg
 
-from ._params import ParamsMixin
+from ._params import ParamsMixin, read_saved_params
 from ._query import CaseQueryMixin
 from ._ranking import scan_top_k
 from ._validation import (
@@ -529,19 +529,7 @@ class NystromCaseInfluence(CaseQueryMixin, ParamsMixin):
             for key in ("params", "dual", "readout", "returns", "sample", "fitted"):
                 if key not in f:
                     raise bad(f"the entry {key!r} is missing")
-            try:
-                params = json.loads(str(f["params"]))
-            except ValueError as err:
-                raise bad(f"its 'params' entry is not JSON ({err})") from None
-            if not isinstance(params, dict):
-                raise bad("its 'params' entry is not a mapping of parameter names")
-            unknown = sorted(set(params) - set(cls._PARAMS))
-            if unknown:
-                raise InputError(
-                    f"{path!s} sets parameter(s) {unknown} that this version of cbdt does not "
-                    "know: it was written by a newer cbdt. Upgrade cbdt or refit and save it "
-                    "with this version."
-                )
+            params = read_saved_params(f, path, cls._PARAMS, bad)
             dual, V, R = f["dual"], f["readout"], f["returns"]
             if dual.ndim != 2 or R.ndim != 2 or R.shape[0] != dual.shape[0]:
                 raise bad(f"'dual' {dual.shape} and 'returns' {R.shape} disagree")

@@ -67,8 +67,9 @@ def wheel(tmp_path_factory) -> pathlib.Path:
     return wheels[0]
 
 
-def test_wheel_installs_in_a_fresh_venv_and_audits(wheel, tmp_path):
-    env = tmp_path / "venv"
+def _venv_with(wheel: pathlib.Path, env: pathlib.Path) -> tuple[pathlib.Path, pathlib.Path]:
+    """A fresh venv at ``env`` with only ``wheel`` installed (no dependencies, no index);
+    returns its python and its site-packages folder."""
     venv.EnvBuilder(with_pip=False).create(env)
     py = env / "bin" / "python"
     purelib = subprocess.run([str(py), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
@@ -76,8 +77,14 @@ def test_wheel_installs_in_a_fresh_venv_and_audits(wheel, tmp_path):
     subprocess.run([sys.executable, "-m", "pip", "--python", str(py), "install", "--quiet",
                     "--no-deps", "--no-index", str(wheel)], check=True, capture_output=True,
                    text=True, timeout=300)
+    return py, pathlib.Path(purelib)
+
+
+def test_wheel_installs_in_a_fresh_venv_and_audits(wheel, tmp_path):
+    env = tmp_path / "venv"
+    py, purelib = _venv_with(wheel, env)
     # dependencies from this environment, after the venv's own site-packages
-    (pathlib.Path(purelib) / "zz_test_dependencies.pth").write_text(
+    (purelib / "zz_test_dependencies.pth").write_text(
         sysconfig.get_path("purelib") + "\n", encoding="utf-8")
     run = subprocess.run([str(py), "-c", SMOKE], cwd=tmp_path, capture_output=True, text=True,
                          timeout=300)
@@ -181,14 +188,8 @@ def test_core_needs_only_numpy_scipy_pandas_threadpoolctl(wheel, tmp_path):
             if src.exists() and not (deps / top).exists():
                 (deps / top).symlink_to(src)
     env = tmp_path / "venv"
-    venv.EnvBuilder(with_pip=False).create(env)
-    py = env / "bin" / "python"
-    purelib = subprocess.run([str(py), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
-                             check=True, capture_output=True, text=True).stdout.strip()
-    subprocess.run([sys.executable, "-m", "pip", "--python", str(py), "install", "--quiet",
-                    "--no-deps", "--no-index", str(wheel)], check=True, capture_output=True,
-                   text=True, timeout=300)
-    (pathlib.Path(purelib) / "zz_core_dependencies.pth").write_text(f"{deps}\n", encoding="utf-8")
+    py, purelib = _venv_with(wheel, env)
+    (purelib / "zz_core_dependencies.pth").write_text(f"{deps}\n", encoding="utf-8")
     run = subprocess.run([str(py), "-c", LEAN], cwd=tmp_path, capture_output=True, text=True,
                          timeout=300)
     assert run.returncode == 0, run.stderr
