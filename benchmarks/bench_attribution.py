@@ -23,7 +23,7 @@ sensitive to thread contention on a shared machine; every method runs under the 
 Writes ``benchmarks/results/attribution.csv`` (one row per scale and method: per-query and fit
 milliseconds, ratio to the fastest of the five methods) and ``attribution_meta.json`` (date, CPU,
 cores, BLAS, and the settings of the run); chapter 06 reads them for its per-query cost claim
-(``cbdt.experiments.scaling.load_benchmark("attribution")``).
+(``cbdt.book.experiments.scaling.load_benchmark("attribution")``).
 
 Run: ``python benchmarks/bench_attribution.py [--repeats 7] [--queries 50] [--skip-synthetic]
 [--no-save]`` (``--no-save``: print only, keep the stored results).
@@ -62,7 +62,7 @@ from cbdt.baselines import (  # noqa: E402
     RepresenterPoint,
     TracIn,
 )
-from cbdt.experiments.synthetic import median_per_query  # noqa: E402
+from cbdt.book.experiments.synthetic import median_per_query  # noqa: E402
 
 RESULTS = Path(__file__).parent / "results"
 NOCACHE = "Ours (alpha), per-query solve"
@@ -124,7 +124,7 @@ def time_all(
 
 def synthetic_case(n_queries: int) -> tuple:
     """The n = 500 synthetic task (seed 0) with its trained network."""
-    from cbdt.experiments.synthetic import synthetic_run
+    from cbdt.book.experiments.synthetic import synthetic_run
 
     run = synthetic_run(0)
     net, d = run.network, run.data

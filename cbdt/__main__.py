@@ -1,7 +1,7 @@
-"""``python -m cbdt``: the command line of :mod:`cbdt.cli`."""
+"""``python -m cbdt``: the command line of :mod:`cbdt.book.cli`."""
 
 import sys
 
-from .cli import main
+from .book.cli import main
 
 sys.exit(main())

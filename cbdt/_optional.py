@@ -3,7 +3,7 @@
 ``pip install cbdt`` installs the exact audit (numpy, scipy, pandas, threadpoolctl). The rest
 comes with extras::
 
-    pip install 'cbdt[plot]'    # matplotlib: cbdt.plots, Explanation.plot
+    pip install 'cbdt[plot]'    # matplotlib: cbdt.book.plots, Explanation.plot
     pip install 'cbdt[torch]'   # torch: cbdt.torch, cbdt.models
     pip install 'cbdt[data]'    # pooch, xlrd, pyarrow, tqdm: cbdt.datasets, progress bars
     pip install 'cbdt[scale]'   # dask: Phi as a dask array
@@ -36,7 +36,7 @@ def require(module: str, what: str) -> ModuleType:
     """Import ``module`` (a top-level name of :data:`EXTRAS`, or a submodule of one), or
     raise :class:`~cbdt.MissingExtraError` naming the extra that installs it.
 
-    ``what`` names what needs it, e.g. ``"cbdt.plots"``.
+    ``what`` names what needs it, e.g. ``"cbdt.book.plots"``.
     """
     try:
         return importlib.import_module(module)

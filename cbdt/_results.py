@@ -147,7 +147,7 @@ class Explanation:
         return 2
 
     def plot(self, query: int = 0, **kwargs: Any) -> Any:
-        """Draw one query's top cases (:func:`cbdt.plots.plot_top_cases`).
+        """Draw one query's top cases (:func:`cbdt.plotting.plot_top_cases`).
 
         Parameters
         ----------
@@ -159,6 +159,6 @@ class Explanation:
         -------
         matplotlib.figure.Figure
         """
-        from .plots import plot_top_cases
+        from .plotting import plot_top_cases
 
         return plot_top_cases(self, query, **kwargs)

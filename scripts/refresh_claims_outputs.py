@@ -1,7 +1,7 @@
 """Refresh the stored display of each chapter's claims cell from book/_claims (no re-run).
 
 The cell ``claims.report(...)`` displays the ChapterClaims that nbval has just checked to equal
-``book/_claims/<chapter>.json``; when only the *display* (``cbdt.claims``' HTML/text rendering)
+``book/_claims/<chapter>.json``; when only the *display* (``cbdt.book.claims``' HTML/text rendering)
 changes, this rewrites the stored outputs of those cells from the JSON, without re-executing
 the chapters. nbval then confirms the result.
 """
@@ -13,7 +13,7 @@ import sys
 
 import nbformat
 
-from cbdt.claims import load_claims
+from cbdt.book.claims import load_claims
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 

@@ -7,10 +7,10 @@ Usage:
 What it writes:
 
 * ``book/reproducibility.md``, all of it, from the chapters' stored claims
-  (:func:`cbdt.claims.render_page`);
+  (:func:`cbdt.book.claims.render_page`);
 * in ``book/instructor.md``, the block between the markers ``<!-- BEGIN generated: claims -->``
   and ``<!-- END generated: claims -->``: what the book confirms and what it does not
-  (:func:`cbdt.claims.render_confirmations`), and the block between the ``exercises`` markers:
+  (:func:`cbdt.book.claims.render_confirmations`), and the block between the ``exercises`` markers:
   every exercise of the chapters, classified as pen-and-paper or coding by
   :func:`classify_exercise`.
 
@@ -27,7 +27,7 @@ import pathlib
 import re
 import sys
 
-from cbdt.claims import load_claims, render_confirmations, render_page
+from cbdt.book.claims import load_claims, render_confirmations, render_page
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 PAGE = ROOT / "book" / "reproducibility.md"

@@ -28,7 +28,7 @@ from hypothesis import strategies as st
 import cbdt
 from cbdt import DegenerateAuditWarning, InputError
 from cbdt.influence import CaseQueryMixin
-from cbdt.plots import plot_top_cases
+from cbdt.plotting import plot_top_cases
 
 NAMES = ["treat_A", "cost $5", "x^2"]
 

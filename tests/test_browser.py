@@ -521,7 +521,7 @@ _FIGURES_JS = r"""
 () => {
   const root = document.querySelector('article.bd-article') || document.body;
   // images of cell outputs and of glued figures ({glue:figure}); a live widget's output (an
-  // explorer) or an explorer's static frames (.cbdt-explorer, cbdt/explorer.py) are not figures
+  // explorer) or an explorer's static frames (.cbdt-explorer, cbdt/book/explorer.py) are not figures
   return Array.from(root.querySelectorAll('div.cell_output img, figure img'))
     .filter(i => !i.closest('.jupyter-widgets, .widget-subarea, .cbdt-explorer'))
     .map(i => {
@@ -595,8 +595,8 @@ def test_figures_open_in_the_zoom_overlay(browser, base_url: str, docname: str) 
 
 # ----------------------------------------------------------------------------- explorers
 
-# pages whose explorer (cbdt.widgets) shows its static twin in the book: precomputed states
-# switched by plain HTML controls (cbdt.explorer), no kernel needed
+# pages whose explorer (cbdt.book.widgets) shows its static twin in the book: precomputed states
+# switched by plain HTML controls (cbdt.book.explorer), no kernel needed
 EXPLORER_PAGES = [
     "notebooks/01_cbdt_theory",
     "notebooks/03_invariance_whitening",

@@ -15,7 +15,7 @@ from torch import nn
 import cbdt
 from cbdt import InputError
 from cbdt import torch as ct
-from cbdt.plots import plot_top_cases
+from cbdt.plotting import plot_top_cases
 
 
 @pytest.fixture

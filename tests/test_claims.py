@@ -8,8 +8,8 @@ import re
 
 import pytest
 
-from cbdt import claims
-from cbdt.claims import ChapterClaims, Claim, ClaimsOutOfDate
+from cbdt.book import claims
+from cbdt.book.claims import ChapterClaims, Claim, ClaimsOutOfDate
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 CLAIMS_DIR = ROOT / "book" / "_claims"

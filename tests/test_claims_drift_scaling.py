@@ -10,9 +10,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from cbdt.claims import ChapterClaims
+from cbdt.book.claims import ChapterClaims
+from cbdt.book.experiments import classifier, drift, nystrom, pjm_drift, scaling
 from cbdt.exceptions import InputError
-from cbdt.experiments import classifier, drift, nystrom, pjm_drift, scaling
 
 # ---------------------------------------------------------------------------------------
 # chapter 09

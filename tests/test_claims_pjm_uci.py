@@ -6,8 +6,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from cbdt.claims import ChapterClaims
-from cbdt.experiments import pjm, uci
+from cbdt.book.claims import ChapterClaims
+from cbdt.book.experiments import pjm, uci
 
 SEEDS = (0, 1, 2, 3, 4)
 SPREAD = np.array([-2.0, -1.0, 0.0, 1.0, 2.0])  # mean 0; 95% half-width = 1.963 * eps

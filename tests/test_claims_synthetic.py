@@ -12,9 +12,9 @@ import pandas as pd
 import pytest
 
 from cbdt.baselines import METHODS
-from cbdt.claims import ChapterClaims
+from cbdt.book.claims import ChapterClaims
+from cbdt.book.experiments import synthetic as syn
 from cbdt.exceptions import InputError
-from cbdt.experiments import synthetic as syn
 
 SEEDS = (0, 1, 2, 3, 4)
 #: Offsets with mean 0: mean_ci half-width 0.020 (t_{0.975,4} * sd / sqrt 5) around any base.

@@ -10,9 +10,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from cbdt.claims import ChapterClaims
-from cbdt.experiments import invariance as inv
-from cbdt.experiments import proposition1 as prop1
+from cbdt.book.claims import ChapterClaims
+from cbdt.book.experiments import invariance as inv
+from cbdt.book.experiments import proposition1 as prop1
 
 
 # ------------------------------------------------------------------ chapter 02

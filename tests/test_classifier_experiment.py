@@ -1,4 +1,4 @@
-"""Tests of cbdt.experiments.classifier: one-hot returns make contribution ranking degenerate.
+"""Tests of cbdt.book.experiments.classifier: one-hot returns make contribution ranking degenerate.
 
 A tiny network on a subset of scikit-learn's digits data (shipped with scikit-learn, no
 download); scikit-learn is used here only, never by the library.
@@ -13,8 +13,8 @@ import pytest
 
 import cbdt
 from cbdt.audit import audit_signals, top_k_cases
+from cbdt.book.experiments import classifier as clf
 from cbdt.exceptions import DegenerateAuditWarning, InputError
-from cbdt.experiments import classifier as clf
 from cbdt.models import CaseNetwork
 
 matplotlib.use("Agg")
@@ -203,7 +203,7 @@ def test_summary(audit):
 
 
 def test_plot(audit):
-    from cbdt.plots import plot_classifier_audit
+    from cbdt.book.plots import plot_classifier_audit
 
     fig = plot_classifier_audit(clf.summarize_classifier(audit))
     ax = fig.axes[0]

@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from cbdt import cli
+from cbdt.book import cli
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
@@ -119,7 +119,7 @@ def test_every_key_of_the_artifacts_has_a_readable_label():
 def test_legend_and_axes_follow_the_run(table1_run):
     """The figure of a 2-seed run says 2 seeds, and its axes contain every interval (at 2
     seeds a 95% interval is about 12.7 standard errors wide and ran past the old limits)."""
-    from cbdt import plots
+    from cbdt.book import plots
 
     out, _ = table1_run
     table = pd.read_csv(out / "table1" / "table1_attribution.csv", index_col=0)
@@ -136,7 +136,7 @@ def test_legend_and_axes_follow_the_run(table1_run):
 
 def _five_seed_table():
     """Chapter 06's 5-seed Table 1 as stored in the chapter (means and 95% half-widths)."""
-    from cbdt.experiments import synthetic as syn
+    from cbdt.book.experiments import synthetic as syn
 
     book = {"Ours (alpha)": (0.829, .043, .272, .025), "Representer Point": (.629, .105, .066, .020),
             "TracIn": (.649, .102, .080, .018), "Influence Functions": (.682, .054, .027, .008),
@@ -150,7 +150,7 @@ def _five_seed_table():
 def test_the_books_five_seed_figure_is_unchanged():
     """The chapters call the same function: at 5 seeds with every interval inside the old
     limits, the legend and the limits are the book's."""
-    from cbdt import plots
+    from cbdt.book import plots
 
     t = _five_seed_table()
     fig = plots.plot_attribution_comparison(t, paper=False)
@@ -161,7 +161,7 @@ def test_the_books_five_seed_figure_is_unchanged():
 
 
 def test_uci_title_says_the_number_of_seeds():
-    from cbdt import plots
+    from cbdt.book import plots
 
     rng = np.random.default_rng(0)
     for n in (2, 5):
@@ -189,8 +189,8 @@ def test_chapter_07_claims_are_split_between_fig_pjm_and_fig_signed(monkeypatch)
     them once (checked on the chapter's stored claims, with the experiment stubbed out)."""
     import json
 
-    from cbdt.claims import ChapterClaims
-    from cbdt.experiments import pjm
+    from cbdt.book.claims import ChapterClaims
+    from cbdt.book.experiments import pjm
 
     stored = ChapterClaims.from_dict(json.loads(
         (ROOT / "book" / "_claims" / "07.json").read_text(encoding="utf-8")))

@@ -1,4 +1,4 @@
-"""The drift grid of App. C.4 (cbdt.experiments.drift) and the audit options it relies on."""
+"""The drift grid of App. C.4 (cbdt.book.experiments.drift) and the audit options it relies on."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ from scipy import stats
 
 import cbdt
 from cbdt import DegenerateAuditWarning, InputError
-from cbdt.experiments import drift
-from cbdt.experiments import synthetic as syn
+from cbdt.book.experiments import drift
+from cbdt.book.experiments import synthetic as syn
 from cbdt.metrics import roc_auc
 
 SMALL = syn.SyntheticConfig(n_train=150, n_test=40, hidden=(16, 16), epochs=120, n_checkpoints=2)

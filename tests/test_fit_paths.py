@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 import cbdt.influence
 from cbdt import CaseInfluence, InputError, RankDeficientError
 from cbdt._tsqr import OMEGA_MAX, block_rows
-from cbdt.experiments.scaling import _alpha_mp, with_condition
+from cbdt.book.experiments.scaling import _alpha_mp, with_condition
 
 EPS = np.finfo(np.float64).eps
 PATHS = ("cholesky_qr2", "cholesky_qr3", "householder_tsqr")

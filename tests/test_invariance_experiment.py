@@ -1,4 +1,4 @@
-"""Tests of cbdt.experiments.invariance (Sec. 3.2-3.3, App. B.2-B.3, C.1)."""
+"""Tests of cbdt.book.experiments.invariance (Sec. 3.2-3.3, App. B.2-B.3, C.1)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import cbdt
-from cbdt.experiments import invariance as inv
+from cbdt.book.experiments import invariance as inv
 
 
 @pytest.fixture(scope="module")

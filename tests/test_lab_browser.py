@@ -16,7 +16,7 @@ notebook), and drives it with Debian's Chromium through Playwright. For each cha
   clicked; the test opens one and closes it again);
 - checks that no request left 127.0.0.1 (everything JupyterLab and jupyterlab-myst need is local).
 
-In ch. 01 it also moves the bandwidth slider of the explorer (``cbdt.widgets.cbdt_explorer``)
+In ch. 01 it also moves the bandwidth slider of the explorer (``cbdt.book.widgets.cbdt_explorer``)
 and waits for the explorer's figure (the PNG its ``Output`` shows) to change.
 
 Run: ``make lab-browser`` (part of ``make test``) or ``pytest tests/test_lab_browser.py -m browser``.

@@ -7,15 +7,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cbdt.exceptions import InputError, NotFittedError
-from cbdt.experiments.nystrom import (
+from cbdt.book.experiments.nystrom import (
     PAPER_TABLE_C2,
     nystrom_config,
     nystrom_table,
     summarize_nystrom,
     topk_overlap,
 )
-from cbdt.experiments.synthetic import SyntheticConfig
+from cbdt.book.experiments.synthetic import SyntheticConfig
+from cbdt.exceptions import InputError, NotFittedError
 from cbdt.influence import CaseInfluence, TopCases
 from cbdt.nystrom import DEFAULT_RIDGE_MULTIPLE, NystromCaseInfluence
 

@@ -1,4 +1,4 @@
-"""Tests of cbdt.experiments.own_network (chapter 11): a user's own torch classifier, audited.
+"""Tests of cbdt.book.experiments.own_network (chapter 11): a user's own torch classifier, audited.
 
 Small networks on a subset of scikit-learn's digits (shipped with scikit-learn, no download).
 """
@@ -12,11 +12,11 @@ import pytest
 import torch
 
 import cbdt
-from cbdt import plots
 from cbdt import torch as ct
+from cbdt.book import plots
+from cbdt.book.experiments import own_network as own
+from cbdt.book.experiments.pjm_drift import caught_at_budget
 from cbdt.exceptions import InputError
-from cbdt.experiments import own_network as own
-from cbdt.experiments.pjm_drift import caught_at_budget
 
 matplotlib.use("Agg")
 

@@ -1,4 +1,4 @@
-"""Tests of the rolling PJM drift audit (cbdt.experiments.pjm_drift).
+"""Tests of the rolling PJM drift audit (cbdt.book.experiments.pjm_drift).
 
 Everything runs on a small synthetic hour-ending load series and a tiny network; the one test
 marked ``real`` builds the PJME split through ``CBDT_DATA_DIR`` and is skipped without it.
@@ -15,9 +15,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from cbdt.book.experiments import pjm_drift as pdr
 from cbdt.datasets import pjm_bidding as pb
 from cbdt.exceptions import InputError
-from cbdt.experiments import pjm_drift as pdr
 from cbdt.metrics import roc_auc
 
 matplotlib.use("Agg")
@@ -209,7 +209,7 @@ def test_audit_is_deterministic(problem: pb.BiddingProblem, audit: pd.DataFrame)
 def test_summary_and_plot(load: pd.Series, audit: pd.DataFrame) -> None:
     from matplotlib.figure import Figure
 
-    from cbdt.plots import plot_pjm_drift
+    from cbdt.book.plots import plot_pjm_drift
 
     one = pdr.summarize_pjm_drift(audit)
     assert one.index.names == ["year", "score"]

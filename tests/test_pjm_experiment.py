@@ -1,4 +1,4 @@
-"""Tests of the PJM bidding problem and audit (cbdt.datasets.pjm_bidding, cbdt.experiments.pjm).
+"""Tests of the PJM bidding problem and audit (cbdt.datasets.pjm_bidding, cbdt.book.experiments.pjm).
 
 The construction and every statistic are tested on a small synthetic load series; the tests
 marked ``real`` read PJME through ``CBDT_DATA_DIR`` and are skipped without it.
@@ -13,9 +13,9 @@ import pandas as pd
 import pytest
 from scipy.spatial.distance import cdist, pdist
 
+from cbdt.book.experiments import pjm
 from cbdt.datasets import pjm_bidding as pb
 from cbdt.exceptions import InputError
-from cbdt.experiments import pjm
 from cbdt.metrics import pearson
 
 N_TRAIN, N_TEST, WINDOW = 400, 120, 24
@@ -345,7 +345,7 @@ def test_plots_and_widget_smoke(run: pjm.PJMRun) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from cbdt import plots
+    from cbdt.book import plots
 
     g = pjm.signed_geometry(run)
     audit = pjm.audit_query(run, 0)
@@ -361,7 +361,7 @@ def test_plots_and_widget_smoke(run: pjm.PJMRun) -> None:
         assert isinstance(f, matplotlib.figure.Figure)
         plt.close(f)
     pytest.importorskip("ipywidgets")
-    from cbdt import widgets
+    from cbdt.book import widgets
 
     w = widgets.pjm_audit_explorer(run, index=5)
     assert w.children[0].value == 5
@@ -388,7 +388,7 @@ def test_summary_table_header_counts_the_seeds_it_was_given():
     """The header said "(5 seeds)" whatever the number of seeds."""
     import pandas as pd
 
-    from cbdt.experiments.pjm import summary_table
+    from cbdt.book.experiments.pjm import summary_table
 
     agreement = pd.DataFrame({"seed": [0, 1], "agreement": [0.9, 0.92], "n_agree": [30, 31]})
     alignment = pd.DataFrame(

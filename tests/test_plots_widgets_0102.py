@@ -1,4 +1,4 @@
-"""Unit tests of the chapter 01/02 figures (cbdt.plots) and the CBDT explorer (cbdt.widgets)."""
+"""Unit tests of the chapter 01/02 figures (cbdt.book.plots) and the CBDT explorer (cbdt.book.widgets)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 from matplotlib.figure import Figure
 
 import cbdt
-from cbdt import plots
+from cbdt.book import plots
 
 ACTIONS = ["hold", "buy", "sell"]
 
@@ -238,7 +238,7 @@ def test_plot_ridge_convergence():
 # ----------------------------------------------------------------------------- chapter 01 widget
 def test_cbdt_explorer_shows_the_numbers_of_support_breakdown(memory):
     pytest.importorskip("ipywidgets")
-    from cbdt.widgets import cbdt_explorer
+    from cbdt.book.widgets import cbdt_explorer
 
     box = cbdt_explorer(memory, bandwidth=0.7, query=(0.5, -0.5), action_names=ACTIONS,
                         grid_size=10)

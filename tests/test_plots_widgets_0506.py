@@ -1,4 +1,4 @@
-"""Unit tests of the chapter 05/06 figures (cbdt.plots) and the attribution explorer (cbdt.widgets)."""
+"""Unit tests of the chapter 05/06 figures (cbdt.book.plots) and the attribution explorer (cbdt.book.widgets)."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 from matplotlib.figure import Figure
 
-from cbdt import plots
 from cbdt.baselines import METHODS, ExactCoefficient, InnerProduct
-from cbdt.experiments import synthetic as ex
+from cbdt.book import plots
+from cbdt.book.experiments import synthetic as ex
 from cbdt.metrics import pearson, topk_action_consistency
 
 # the small configuration of tests/test_synthetic.py (the book uses the defaults)
@@ -172,7 +172,7 @@ def test_chapter_05_06_figures_fit_the_book_column(regions, query_df):
 
 def test_attribution_explorer_updates():
     pytest.importorskip("ipywidgets")
-    from cbdt.widgets import attribution_explorer
+    from cbdt.book.widgets import attribution_explorer
 
     box = attribution_explorer(seed=0, query=2, k=10, config=SMALL, resolution=11)
     q_slider, a_drop, k_slider = box.children[0].children

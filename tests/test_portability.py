@@ -45,8 +45,8 @@ ROWS = 40
 
 
 def _synthetic(H: int | None = None) -> tuple[np.ndarray, str]:
-    from cbdt.experiments import nystrom as nys
-    from cbdt.experiments import synthetic as syn
+    from cbdt.book.experiments import nystrom as nys
+    from cbdt.book.experiments import synthetic as syn
 
     cfg = None if H is None else nys.nystrom_config(H)
     run = syn.synthetic_run(0, cfg)
@@ -54,8 +54,8 @@ def _synthetic(H: int | None = None) -> tuple[np.ndarray, str]:
 
 
 def _pjm() -> tuple[np.ndarray, str]:
+    from cbdt.book.experiments import pjm
     from cbdt.datasets.pjm_bidding import pjm_bidding_problem
-    from cbdt.experiments import pjm
 
     c = pjm.PJMConfig()
     p = pjm_bidding_problem(0, n_train=c.n_train, n_test=c.n_test, window=c.window,
@@ -65,7 +65,7 @@ def _pjm() -> tuple[np.ndarray, str]:
 
 
 def _uci(dataset: str) -> tuple[np.ndarray, str]:
-    from cbdt.experiments import uci
+    from cbdt.book.experiments import uci
 
     task = uci.adult_task(0) if dataset == "adult" else uci.default_credit_task(0)
     run = uci._fit_network(task, uci.UCIConfig())
@@ -75,7 +75,7 @@ def _uci(dataset: str) -> tuple[np.ndarray, str]:
 def _classifier() -> tuple[np.ndarray, str]:
     from sklearn.datasets import load_digits
 
-    from cbdt.experiments import classifier as clf
+    from cbdt.book.experiments import classifier as clf
 
     d = load_digits()
     run = clf.classifier_run(d.data, d.target, seed=0)
@@ -83,7 +83,7 @@ def _classifier() -> tuple[np.ndarray, str]:
 
 
 def _own_network() -> tuple[np.ndarray, str]:
-    from cbdt.experiments import own_network as own
+    from cbdt.book.experiments import own_network as own
 
     cfg = own.OwnNetworkConfig()
     split = own.load_digits_split(n_train=1000, seed=cfg.seed)
@@ -175,7 +175,7 @@ def test_trained_results_match_the_reference(name):
 
 def test_rounding_level_verdicts_of_chapter_10_hold():
     """What chapter 10 shows of the fit's accuracy is decided by bounds, on any kernels."""
-    from cbdt.experiments import scaling
+    from cbdt.book.experiments import scaling
 
     # the chapter's own call (its stored table must hold on these kernels too)
     acc = scaling.accuracy_table(conds=(1e2, 1e4, 1e5, 1e7, 1e9, 1e11), n=200, H=(10, 64),

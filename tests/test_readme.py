@@ -85,13 +85,13 @@ def test_torch_block_runs_after_the_quick_start(tmp_path):
 
 
 def test_no_stale_names_or_paths():
-    """Item 9: the old snippet's undefined names, the second probe_fidelity, and ``results/``
+    """The old snippet's undefined names, the second probe_fidelity, and ``results/``
     where the default ``--out`` is ``cbdt-results``."""
     for stale in ("train_df", "model[4]", '"3"', "cbdt.models.probe_fidelity", "--out results"):
         assert stale not in README, stale
     assert not re.search(r"(?<![-\w])results/", README)  # only cbdt-results/
     assert 'rp.add_argument("--out", default="cbdt-results"' in (
-        ROOT / "cbdt" / "cli.py").read_text(encoding="utf-8")
+        ROOT / "cbdt" / "book" / "cli.py").read_text(encoding="utf-8")
     assert "cbdt-results/<artifact>/" in README
     assert "notebooks/11_audit_your_network.ipynb" in README
     assert "11_audit_your_network.html" in README

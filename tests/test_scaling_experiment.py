@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from cbdt import InputError
-from cbdt.experiments import scaling
+from cbdt.book.experiments import scaling
 
 
 def power_law_table() -> pd.DataFrame:

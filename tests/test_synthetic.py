@@ -7,10 +7,10 @@ import pandas as pd
 import pytest
 
 from cbdt.baselines import METHODS
+from cbdt.book.experiments import synthetic as ex
 from cbdt.datasets.synthetic import SyntheticCBDT, default_bandwidth, make_synthetic_cbdt
 from cbdt.decision import GaussianSimilarity, Memory, decide, support
 from cbdt.exceptions import InputError
-from cbdt.experiments import synthetic as ex
 from cbdt.metrics import pearson, topk_action_consistency
 
 # a small, fast configuration for the experiment functions (the book uses the defaults)

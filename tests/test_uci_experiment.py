@@ -1,4 +1,4 @@
-"""Tests of cbdt.experiments.uci: sub-memory definitions, chunked CBDT, plumbing (Sec. 5.4, C.5-C.6).
+"""Tests of cbdt.book.experiments.uci: sub-memory definitions, chunked CBDT, plumbing (Sec. 5.4, C.5-C.6).
 
 The definitions (Gram mismatch, A2 satisfaction) are checked for their stated properties and on
 hand-computed examples; the experiment plumbing runs on small synthetic tables with tiny
@@ -19,10 +19,10 @@ from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
 import cbdt
-from cbdt import plots
+from cbdt.book import plots
+from cbdt.book.experiments import uci
 from cbdt.datasets import ADULT_CATEGORIES, DEFAULT_CREDIT_COLUMNS
 from cbdt.exceptions import InputError
-from cbdt.experiments import uci
 
 matplotlib.use("Agg")
 

@@ -119,7 +119,7 @@ LEAN = textwrap.dedent(
     sig = cbdt.audit_signals(ci, q, k=10)
     assert {"entropy", "gini", "risk"} <= set(sig)
     ex = ci.explain(q[0], k=5)
-    for module, extra in (("cbdt.plots", "plot"), ("cbdt.models", "torch"),
+    for module, extra in (("cbdt.book.plots", "plot"), ("cbdt.models", "torch"),
                           ("cbdt.datasets", "data")):
         try:
             importlib.import_module(module)

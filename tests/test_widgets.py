@@ -1,4 +1,4 @@
-"""Unit tests of the static twins of the explorers (cbdt.explorer, cbdt.widgets).
+"""Unit tests of the static twins of the explorers (cbdt.book.explorer, cbdt.book.widgets).
 
 For every explorer: the static HTML has one frame per grid point, its controls list the grid's
 values, and each frame's text is what the live widget shows when its controls are set to that
@@ -22,10 +22,10 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 import cbdt  # noqa: E402
-from cbdt import explorer as ex  # noqa: E402
+from cbdt.book import explorer as ex  # noqa: E402
 
 pytest.importorskip("ipywidgets")
-from cbdt import widgets  # noqa: E402
+from cbdt.book import widgets  # noqa: E402
 
 _FRAME = re.compile(
     r'<div class="cbdt-explorer-frame" data-cbdt-frame="(?P<i>\d+)" data-state="(?P<state>[^"]*)"'
@@ -100,7 +100,7 @@ def png_width(b64: str) -> int:
     return int.from_bytes(raw[16:20], "big")
 
 
-# ----------------------------------------------------------------------------- cbdt.explorer
+# ----------------------------------------------------------------------------- cbdt.book.explorer
 
 
 def test_grid_points_are_row_major_and_capped():
@@ -193,7 +193,7 @@ def test_cbdt_explorer_static_twin(memory):
     # the text is the support breakdown of the grid point
     last = frames[-1]["state"]
     sim = cbdt.GaussianSimilarity(last["bandwidth"])
-    table = cbdt.plots.support_breakdown(memory, np.array([last["p1"], last["p2"]]), sim,
+    table = cbdt.book.plots.support_breakdown(memory, np.array([last["p1"], last["p2"]]), sim,
                                          action_names=ACTIONS)
     assert frames[-1]["text"] == table.round(4).to_html(index=False)
     # deterministic: a fresh explorer gives the same frames' text
@@ -203,7 +203,7 @@ def test_cbdt_explorer_static_twin(memory):
 
 
 def test_invariance_explorer_static_twin():
-    from cbdt.experiments.invariance import invariance_report
+    from cbdt.book.experiments.invariance import invariance_report
 
     rng = np.random.default_rng(0)
     Phi, R, Q = rng.normal(size=(40, 4)), rng.normal(size=(40, 2)), rng.normal(size=(5, 4))
@@ -224,7 +224,7 @@ def test_invariance_explorer_static_twin():
 
 
 def test_attribution_explorer_static_twin():
-    from cbdt.experiments import synthetic as syn
+    from cbdt.book.experiments import synthetic as syn
 
     small = syn.SyntheticConfig(n_train=150, n_test=40, hidden=(16, 16), epochs=120,
                                 n_checkpoints=4)
@@ -261,8 +261,8 @@ def test_attribution_explorer_static_twin():
 
 
 def test_pjm_audit_explorer_static_twin():
+    from cbdt.book.experiments import pjm
     from cbdt.datasets import pjm_bidding as pb
-    from cbdt.experiments import pjm
 
     rng = np.random.default_rng(7)
     n = 24 + 200 + 60

@@ -3,7 +3,7 @@
 The PJM audit of the paper (Sec. 5.4, App. C.5) builds its states from real
 PJM East (PJME) load. This module only *loads* the load series; the bidding
 problem built on it (windows, synthetic prices, the three actions) lives in
-:mod:`cbdt.experiments`.
+:mod:`cbdt.book.experiments`.
 
 Caveats of the data (see ``shared/data/PROVENANCE.md``, section 3)
 ------------------------------------------------------------------

@@ -72,7 +72,7 @@ def plot_nystrom_agreement(summary, k=30):
     Parameters
     ----------
     summary : pandas.DataFrame
-        :func:`cbdt.experiments.nystrom.summarize_nystrom` output (indexed by method, H).
+        :func:`cbdt.book.experiments.nystrom.summarize_nystrom` output (indexed by method, H).
     k : int, default=30
 
     Returns

@@ -8,7 +8,7 @@ from __future__ import annotations
 import matplotlib.pyplot as plt  # noqa: F401
 import numpy as np
 
-from ..exceptions import InputError
+from cbdt.exceptions import InputError
 
 _CH09_SCORES = {
     "risk": ("risk $O_\\alpha$ (eq. 20)", "C0", "-"),
@@ -37,7 +37,7 @@ def plot_drift_grid(summary, scores=None, shifts=("mean", "variance", "covariate
     Parameters
     ----------
     summary : pandas.DataFrame
-        :func:`cbdt.experiments.drift.summarize_grid` (``shift, level, score, auc_mean,
+        :func:`cbdt.book.experiments.drift.summarize_grid` (``shift, level, score, auc_mean,
         auc_ci, error_rate``).
     scores : sequence of str, optional
         Which scores to draw; default all in the frame.
@@ -96,7 +96,7 @@ def plot_drift_paired(paired, scores=("risk", "entropy", "gini", "leverage", "kn
     Parameters
     ----------
     paired : pandas.DataFrame
-        :func:`cbdt.experiments.drift.paired_vs_margin`.
+        :func:`cbdt.book.experiments.drift.paired_vs_margin`.
     scores, shifts : sequences of str
     alpha : float, default 0.05
         A filled marker means paired t-test :math:`p <` ``alpha``; hollow means not
@@ -154,7 +154,7 @@ def plot_drift_sensitivity(sens, shifts=("mean", "variance", "covariate")):
     Parameters
     ----------
     sens : pandas.DataFrame
-        :func:`cbdt.experiments.drift.drift_sensitivity` (index: variant; ``<shift> dAUC``).
+        :func:`cbdt.book.experiments.drift.drift_sensitivity` (index: variant; ``<shift> dAUC``).
 
     Returns
     -------
@@ -197,7 +197,7 @@ def plot_classifier_audit(summary, ax=None):
     Parameters
     ----------
     summary : DataFrame
-        Output of :func:`cbdt.experiments.classifier.summarize_classifier` (indexed by
+        Output of :func:`cbdt.book.experiments.classifier.summarize_classifier` (indexed by
         ``score``, with ``signal``, ``rank_by``, ``auc_mean``, ``auc_ci``, ``n_defined``).
     ax : matplotlib Axes, optional
         Draw here; default a new figure of size (8, 3.5).
@@ -299,7 +299,7 @@ def plot_pjm_drift(summary, *, budget=None, caught="caught_ties",
     Parameters
     ----------
     summary : pandas.DataFrame
-        Output of :func:`cbdt.experiments.pjm_drift.summarize_pjm_drift` (index
+        Output of :func:`cbdt.book.experiments.pjm_drift.summarize_pjm_drift` (index
         ``(year, score)``; columns ``split``, ``auc_mean``, ``auc_ci``,
         ``<caught>_mean``, ``<caught>_ci``, ``error_rate_mean``, ``error_rate_ci``).
     budget : float, optional

@@ -47,8 +47,8 @@ from typing import Any, Literal
 import numpy as np
 import pandas as pd
 
-from .._threads import single_threaded_blas
-from ..baselines import (
+from cbdt._threads import single_threaded_blas
+from cbdt.baselines import (
     METHODS,
     ExactCoefficient,
     InfluenceFunction,
@@ -57,12 +57,13 @@ from ..baselines import (
     TracIn,
     fit_methods,
 )
+from cbdt.datasets.synthetic import SyntheticCBDT, make_synthetic_cbdt
+from cbdt.exceptions import InputError, RankDeficientError
+from cbdt.metrics import mean_ci, paired_test, pearson, summarize_seeds, topk_action_consistency
+from cbdt.models import CaseNetwork, ProbeFidelity
+
 from ..claims import TRAINED_TOLERANCE, ChapterClaims, Claim, interval_status
 from ..claims import mean_ci_math as _ci_md
-from ..datasets.synthetic import SyntheticCBDT, make_synthetic_cbdt
-from ..exceptions import InputError, RankDeficientError
-from ..metrics import mean_ci, paired_test, pearson, summarize_seeds, topk_action_consistency
-from ..models import CaseNetwork, ProbeFidelity
 
 __all__ = [
     "SEEDS",
@@ -870,7 +871,7 @@ def _pct_range(lo: float, hi: float) -> str:
 def recovery_claims(recovery: pd.DataFrame) -> ChapterClaims:
     """The claims of Sec. 5.2 beside chapter 05's five-seed recovery table.
 
-    Status rules: the agreement row is :func:`cbdt.claims.interval_status` of the paper's
+    Status rules: the agreement row is :func:`cbdt.book.claims.interval_status` of the paper's
     96.0% against the book's mean and 95% interval as printed (3 decimals); the paper calls
     the support correlations "strong" without a number, so that row agrees when every
     action's mean correlation reaches :data:`STRONG_CORRELATION` and does not hold otherwise.
@@ -883,7 +884,7 @@ def recovery_claims(recovery: pd.DataFrame) -> ChapterClaims:
 
     Returns
     -------
-    cbdt.claims.ChapterClaims
+    cbdt.book.claims.ChapterClaims
         Chapter ``"05"``.
     """
     _require(recovery, ["agreement"], "recovery")
@@ -940,7 +941,7 @@ def recovery_claims(recovery: pd.DataFrame) -> ChapterClaims:
 def _against_paper(paper_mean: float, paper_half: float, mean: float, half: float
                    ) -> tuple[str, str]:
     """Status and reason of one Table 1 cell: ``"agrees"`` only when the paper's mean lies
-    inside the book's 95% interval (:func:`cbdt.claims.interval_status`), else ``"differs"``.
+    inside the book's 95% interval (:func:`cbdt.book.claims.interval_status`), else ``"differs"``.
 
     The paper's own interval (``paper_half``) is quoted in the reason but never turns a
     difference into an agreement: the book's interval is the measured one.
@@ -987,7 +988,7 @@ def attribution_claims(
     Status rules, written out:
 
     * Table 1 cells: ``"agrees"`` when the paper's mean lies in the book's 95% interval
-      (:func:`cbdt.claims.interval_status`), as printed (3 decimals); ``"differs"``
+      (:func:`cbdt.book.claims.interval_status`), as printed (3 decimals); ``"differs"``
       otherwise (the book's mean inside the paper's interval is not enough). A row with Top-30 and
       Pearson agrees only when both do.
     * "Ours has the highest Top-30 consistency": ``"agrees in shape"`` when the exact
@@ -1010,13 +1011,13 @@ def attribution_claims(
         ``r(inner product, s)`` and ``top-30 of alpha: negative``.
     benchmark : DataFrame
         ``benchmarks/results/attribution.csv`` (``case, n, H, method, query_ms, ratio,
-        fit_ms``), as :func:`cbdt.experiments.scaling.load_benchmark` returns it.
+        fit_ms``), as :func:`cbdt.book.experiments.scaling.load_benchmark` returns it.
     benchmark_meta : dict
         Its ``attribution_meta.json`` (``date``, ``cpu``, ``cores``, ``blas_threads``).
 
     Returns
     -------
-    cbdt.claims.ChapterClaims
+    cbdt.book.claims.ChapterClaims
         Chapter ``"06"``.
     """
     _require(comparison, ["seed", "method", "top30", "pearson"], "comparison")

@@ -4,7 +4,7 @@ Every chapter that re-runs an experiment of the paper ends with a :class:`Chapte
 one :class:`Claim` per quantitative statement of the paper, with the paper's value, the value
 the chapter has just measured, a status from :data:`STATUSES` and the reason where they
 differ. The rows are built from the chapter's computed results by a function of
-:mod:`cbdt.experiments` (never typed by hand), and :func:`report` shows them at the end of
+:mod:`cbdt.book.experiments` (never typed by hand), and :func:`report` shows them at the end of
 the chapter and keeps them in step with ``book/_claims/<chapter>.json``:
 
 * by default :func:`report` *checks*: when the rows just computed differ from the stored ones
@@ -370,7 +370,7 @@ def report(chapter: ChapterClaims, *, directory: str | os.PathLike[str] | None =
     Parameters
     ----------
     chapter : ChapterClaims
-        Built from the chapter's results by a function of :mod:`cbdt.experiments`.
+        Built from the chapter's results by a function of :mod:`cbdt.book.experiments`.
     directory : path-like, optional
         The claims folder; default :func:`claims_dir` (nothing is checked outside a checkout).
 

@@ -11,7 +11,7 @@ decision; this module fixes every choice below, before looking at any result, an
 Setting
 -------
 Per seed, the synthetic CBDT problem and network of chapter 05
-(:func:`cbdt.experiments.synthetic.synthetic_run`: 500 training problems on
+(:func:`cbdt.book.experiments.synthetic.synthetic_run`: 500 training problems on
 :math:`[-1, 1]^2`, a 64-64 tanh :class:`~cbdt.models.CaseNetwork`, the OLS probe with
 intercept on its frozen representation) is trained once, on *unshifted* data. Only the test
 inputs move: ``n_queries`` fresh problems :math:`x` are drawn uniformly on the training square
@@ -76,12 +76,13 @@ import numpy as np
 import pandas as pd
 from threadpoolctl import threadpool_limits
 
-from ..audit import audit_signals
+from cbdt.audit import audit_signals
+from cbdt.decision import kernel_supports
+from cbdt.exceptions import InputError
+from cbdt.influence import CaseInfluence
+from cbdt.metrics import mean_ci_finite, paired_test, roc_auc
+
 from ..claims import TRAINED_TOLERANCE, ChapterClaims, Claim
-from ..decision import kernel_supports
-from ..exceptions import InputError
-from ..influence import CaseInfluence
-from ..metrics import mean_ci_finite, paired_test, roc_auc
 from .synthetic import SEEDS, SyntheticConfig, synthetic_run
 
 __all__ = [
@@ -672,8 +673,8 @@ def chapter_claims(
     Built from results the chapter has already computed (nothing is re-run): the claims of
     App. C.4 are read by :func:`claim_check` on the paired table, the AUC table from
     :func:`summarize_grid`, the sensitivity row from :func:`drift_sensitivity`, and the
-    book-only rows from :func:`cbdt.experiments.pjm_drift.claim_rows` and
-    :func:`cbdt.experiments.classifier.claim_rows`.
+    book-only rows from :func:`cbdt.book.experiments.pjm_drift.claim_rows` and
+    :func:`cbdt.book.experiments.classifier.claim_rows`.
 
     Parameters
     ----------
@@ -684,9 +685,9 @@ def chapter_claims(
     sensitivity : pandas.DataFrame, optional
         :func:`drift_sensitivity` (adds the book-only sensitivity row).
     pjm_summary : pandas.DataFrame, optional
-        :func:`cbdt.experiments.pjm_drift.summarize_pjm_drift` (adds the real-drift rows).
+        :func:`cbdt.book.experiments.pjm_drift.summarize_pjm_drift` (adds the real-drift rows).
     classifier_summary : pandas.DataFrame, optional
-        :func:`cbdt.experiments.classifier.summarize_classifier` (adds the classifier row).
+        :func:`cbdt.book.experiments.classifier.summarize_classifier` (adds the classifier row).
     config : DriftConfig, optional
         The grid's configuration (default :class:`DriftConfig`), for the set-up paragraph.
     alpha : float, default=0.05

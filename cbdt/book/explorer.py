@@ -1,6 +1,6 @@
 """Static "frame explorers": precomputed states of an explorer, switched by plain HTML controls.
 
-A live explorer (:mod:`cbdt.widgets`) needs a Python kernel: every move of a slider re-runs
+A live explorer (:mod:`cbdt.book.widgets`) needs a Python kernel: every move of a slider re-runs
 Python. The built HTML book has no kernel, so each explorer also carries a *static* twin built
 here: a small grid of control values (a few values per control), one rendered frame per grid
 point (the figure as an inline PNG and the HTML text the live explorer shows there) and native
@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from .exceptions import InputError
+from cbdt.exceptions import InputError
 
 __all__ = [
     "Control",

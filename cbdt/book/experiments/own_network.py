@@ -25,7 +25,7 @@ Review
     A reviewer checks the ``ceil(budget * m)`` test decisions with the highest score (risk,
     or minus the margin). Tied scores are ordered uniformly at random and the *expected*
     number of caught errors is computed exactly (no random numbers are drawn), as in
-    :func:`cbdt.experiments.pjm_drift.caught_at_budget` with ``ties="average"``. A random
+    :func:`cbdt.book.experiments.pjm_drift.caught_at_budget` with ``ties="average"``. A random
     review of ``r`` of ``m`` decisions catches ``n_wrong * r / m`` errors in expectation.
 Supporting and opposing cases
     For the audited action :math:`a_x`, the cases with the largest positive and the most
@@ -49,11 +49,12 @@ import pandas as pd
 import torch
 from torch import nn
 
-from .. import torch as ct
-from .._validation import as_float_matrix, check_positive_int
-from ..exceptions import InputError
-from ..models import set_determinism, torch_dtype
-from ..returns import label_positions, returns_from_labels
+from cbdt import torch as ct
+from cbdt._validation import as_float_matrix, check_positive_int
+from cbdt.exceptions import InputError
+from cbdt.models import set_determinism, torch_dtype
+from cbdt.returns import label_positions, returns_from_labels
+
 from .classifier import split_indices
 
 __all__ = [
@@ -189,7 +190,7 @@ def load_digits_split(n_train: int = 1000, seed: int = 0) -> DigitsSplit:
     n_train : int, default=1000
         Training rows (the case memory); the rest are test rows.
     seed : int, default=0
-        Seeds the split (:func:`cbdt.experiments.classifier.split_indices`).
+        Seeds the split (:func:`cbdt.book.experiments.classifier.split_indices`).
 
     Returns
     -------

@@ -8,7 +8,7 @@ from __future__ import annotations
 import matplotlib.pyplot as plt  # noqa: F401
 import numpy as np
 
-from ..exceptions import InputError
+from cbdt.exceptions import InputError
 
 
 def plot_coefficient_map(X, alpha, query=None, *, ax=None, title=None, vmax=None):

@@ -69,14 +69,15 @@ import numpy as np
 import pandas as pd
 from scipy.spatial.distance import cdist
 
+from cbdt.datasets.pjm_bidding import ACTIONS, BiddingProblem, MarketModel, pjm_bidding_problem
+from cbdt.decision import GaussianSimilarity, Memory, kernel_supports, median_distance, support
+from cbdt.exceptions import InputError, RankDeficientError
+from cbdt.influence import CaseInfluence
+from cbdt.metrics import format_mean_ci, mean_ci, pearson, summarize_seeds
+from cbdt.models import CaseNetwork
+
 from ..claims import TRAINED_TOLERANCE, ChapterClaims, Claim, fmt, interval_status
 from ..claims import mean_ci_math as ci_md
-from ..datasets.pjm_bidding import ACTIONS, BiddingProblem, MarketModel, pjm_bidding_problem
-from ..decision import GaussianSimilarity, Memory, kernel_supports, median_distance, support
-from ..exceptions import InputError, RankDeficientError
-from ..influence import CaseInfluence
-from ..metrics import format_mean_ci, mean_ci, pearson, summarize_seeds
-from ..models import CaseNetwork
 
 __all__ = [
     "SEEDS",
@@ -885,7 +886,7 @@ def chapter_claims(
     """The paper's PJM claims beside the chapter's results (the reproducibility page's rows).
 
     Every value, status and reason is computed from the tables passed in; nothing is re-run.
-    Statuses: :func:`cbdt.claims.interval_status` where the paper prints a number on the
+    Statuses: :func:`cbdt.book.claims.interval_status` where the paper prints a number on the
     book's scale (agreement, :math:`\\rho_{recon}`, distance ratio, action match, magnitude
     ratio); for the two qualitative statements "agrees in shape" when the stated pattern
     holds (disagreements: the lowest margin quintile has the highest disagreement rate and
@@ -907,7 +908,7 @@ def chapter_claims(
 
     Returns
     -------
-    cbdt.claims.ChapterClaims
+    cbdt.book.claims.ChapterClaims
         Chapter ``"07"``, section "PJM bidding".
     """
     P = PAPER

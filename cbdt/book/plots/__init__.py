@@ -1,16 +1,19 @@
-"""Matplotlib figures of the book, one module per chapter (mirroring :mod:`cbdt.experiments`).
+"""Matplotlib figures of the book, one module per chapter (mirroring :mod:`cbdt.book.experiments`).
 
-Every function takes the already computed data (from :mod:`cbdt.experiments` or the core
+Every function takes the already computed data (from :mod:`cbdt.book.experiments` or the core
 API), draws on a new or given ``Axes`` and returns the ``Figure``; none of them computes a
 statistic that is not also available from a tested function. All public functions are
-re-exported here, so ``cbdt.plots.plot_x`` works whatever module holds it.
+re-exported here, so ``cbdt.book.plots.plot_x`` works whatever module holds it; so are
+the library's own plots of core results (:mod:`cbdt.plotting`), which the chapters draw too.
 """
 
 from __future__ import annotations
 
-from .._optional import require
+from cbdt._optional import require
 
-require("matplotlib", "cbdt.plots")
+require("matplotlib", "cbdt.book.plots")
+
+from cbdt.plotting import escape_mathtext, plot_contributions, plot_top_cases  # noqa: F401
 
 from .ch01_theory import (  # noqa: F401
     case_contributions,
@@ -33,11 +36,8 @@ from .ch03_invariance import (  # noqa: F401
     plot_whitened_coefficients,
 )
 from .ch04_audit_signals import (  # noqa: F401
-    escape_mathtext,
-    plot_contributions,
     plot_risk_map,
     plot_risk_vs_margin,
-    plot_top_cases,
 )
 from .ch05_06_synthetic import (  # noqa: F401
     plot_attribution_comparison,

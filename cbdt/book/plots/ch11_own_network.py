@@ -8,7 +8,7 @@ from __future__ import annotations
 import matplotlib.pyplot as plt  # noqa: F401
 import numpy as np
 
-from ..exceptions import InputError
+from cbdt.exceptions import InputError
 
 
 def plot_case_gallery(query_image, gallery, images, *, title=None, image_shape=(8, 8),
@@ -20,7 +20,7 @@ def plot_case_gallery(query_image, gallery, images, *, title=None, image_shape=(
     query_image : array-like of shape (h * w,)
         The audited input, drawn at the left.
     gallery : pandas.DataFrame
-        :func:`cbdt.experiments.own_network.case_gallery` output (``group``, ``action``,
+        :func:`cbdt.book.experiments.own_network.case_gallery` output (``group``, ``action``,
         ``rank``, ``position``, ``case_id``, ``label``, ``alpha``, ``psi``); one row of
         images per group, in the order the groups first appear.
     images : array-like of shape (n, h * w)
@@ -117,7 +117,7 @@ def plot_review_triage(curve, margin, risk, wrong, *, budget=0.1, risk_name=None
     Parameters
     ----------
     curve : pandas.DataFrame
-        :func:`cbdt.experiments.own_network.review_curve` output (``score``, ``budget``,
+        :func:`cbdt.book.experiments.own_network.review_curve` output (``score``, ``budget``,
         ``caught_share``).
     margin, risk : array-like of shape (m,)
         The network's margin (small = review first) and the risk score (large = review

@@ -17,7 +17,7 @@ def _ch08_colors(n):
 def plot_uci_behaviour(panel, ax=None, title=None):
     """Network margin against CBDT margin, one dot per test record (Fig. 4a/4c analogue).
 
-    ``panel`` is :func:`cbdt.experiments.uci.figure4_panel` of one run: x is the normalised
+    ``panel`` is :func:`cbdt.book.experiments.uci.figure4_panel` of one run: x is the normalised
     CBDT margin of the CBDT action (>= 0, in units of return), y the network's score of that
     action minus its best other score; dots above the dashed line are agreements. Colour:
     the CBDT action.
@@ -73,7 +73,7 @@ def plot_uci_reconstruction(panel, ax=None, title=None):
 def plot_uci_figure4(panels):
     """The four panels of Fig. 4: behaviour and reconstruction for each data set.
 
-    ``panels`` maps a data-set name to :func:`cbdt.experiments.uci.figure4_panel`. One row per
+    ``panels`` maps a data-set name to :func:`cbdt.book.experiments.uci.figure4_panel`. One row per
     data set (behaviour left, reconstruction right), 6.6 inches wide: legible in the book's
     column without scaling.
     """
@@ -95,7 +95,7 @@ def plot_uci_vs_paper(rows, ax=None):
     ``rows`` is a list of ``(label, values_per_seed, paper_mean, paper_ci)``; ``paper_mean``
     may be None (not reported) and ``paper_ci`` None (no interval).
     """
-    from ..metrics import mean_ci
+    from cbdt.metrics import mean_ci
 
     if ax is None:
         _, ax = plt.subplots(figsize=(6.8, 0.45 * len(rows) + 1.2))
@@ -129,11 +129,11 @@ def plot_uci_bandwidth(sensitivities, ax=None, paper=None):
     """Network-CBDT agreement against the bandwidth multiple (mean and 95% CI over seeds).
 
     ``sensitivities`` maps a data-set name to the ``sensitivity`` table of
-    :class:`cbdt.experiments.uci.UCIAudit`; ``paper`` optionally maps the same names to the
+    :class:`cbdt.book.experiments.uci.UCIAudit`; ``paper`` optionally maps the same names to the
     paper's agreement (drawn as a dotted line). Open circles mark how often each multiple was
     chosen by the validation rule (right axis: number of seeds).
     """
-    from ..metrics import mean_ci
+    from cbdt.metrics import mean_ci
 
     if ax is None:
         _, ax = plt.subplots(figsize=(6.0, 3.8))
@@ -163,10 +163,10 @@ def plot_uci_bandwidth(sensitivities, ax=None, paper=None):
 def plot_uci_submemory(sub, paper_mismatch=None):
     """Gram mismatch and A2 satisfaction per split (mean and 95% CI over seeds).
 
-    ``sub`` is the ``submemory`` table of :class:`cbdt.experiments.uci.UCIAudit` (one row per
+    ``sub`` is the ``submemory`` table of :class:`cbdt.book.experiments.uci.UCIAudit` (one row per
     seed and split). ``paper_mismatch`` optionally maps a split to the paper's value.
     """
-    from ..metrics import mean_ci
+    from cbdt.metrics import mean_ci
 
     splits = list(dict.fromkeys(sub["split"]))
     x = np.arange(len(splits))

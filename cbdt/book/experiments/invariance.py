@@ -30,11 +30,12 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from cbdt.geometry import cotransformed_metric, reparameterize, zca_whitening
+from cbdt.influence import CaseInfluence
+from cbdt.metrics import mean_ci as ci_over_seeds
+
 from ..claims import ChapterClaims, Claim, fmt
 from ..claims import mean_ci_math as format_ci
-from ..geometry import cotransformed_metric, reparameterize, zca_whitening
-from ..influence import CaseInfluence
-from ..metrics import mean_ci as ci_over_seeds
 
 __all__ = [
     "TanhProblem",
@@ -519,7 +520,7 @@ ROUNDING_TOL = 1e-7
 
 
 def power10(x: float) -> str:
-    """``1e-7`` as ``10^{-7}`` (for ``$...$`` math); other numbers with :func:`cbdt.claims.fmt`."""
+    """``1e-7`` as ``10^{-7}`` (for ``$...$`` math); other numbers with :func:`cbdt.book.claims.fmt`."""
     e = float(np.log10(float(x)))
     if abs(e - round(e)) < 1e-9:
         return {0: "1", 1: "10"}.get(round(e), f"10^{{{round(e)}}}")
@@ -589,7 +590,7 @@ def chapter_claims(
 
     Returns
     -------
-    cbdt.claims.ChapterClaims
+    cbdt.book.claims.ChapterClaims
     """
     t = table.sort_values("cond")
     conds = t["cond"].to_numpy(dtype=float)

@@ -4,7 +4,7 @@ The explorers only display; every number they show is computed by a tested funct
 library, and the chapters check the same numbers in plain cells.
 
 Each explorer is an :class:`ipywidgets.VBox` (controls and an ``Output``) that is fully live in
-Jupyter. Displayed, it also carries a static twin (:mod:`cbdt.explorer`): the states of a small
+Jupyter. Displayed, it also carries a static twin (:mod:`cbdt.book.explorer`): the states of a small
 grid of control values, precomputed when the notebook runs, with plain HTML controls that switch
 between them. The built book shows the static twin (no kernel there); Jupyter shows the widget.
 
@@ -24,12 +24,13 @@ from typing import Any
 
 import numpy as np
 
-from .exceptions import InputError
+from cbdt.exceptions import InputError
+
 from .explorer import Control, build_frames, static_explorer_html
 
 # resolution of the static frames: the inline backend's 100 dpi, so a frame looks like the live
-# figure (lowered for figures wider than 1000 px, see cbdt.explorer.build_frames); a 128-colour
-# palette (checked pixel by pixel against the full-colour figure, cbdt.explorer.figure_png)
+# figure (lowered for figures wider than 1000 px, see cbdt.book.explorer.build_frames); a 128-colour
+# palette (checked pixel by pixel against the full-colour figure, cbdt.book.explorer.figure_png)
 # keeps each PNG at ~10-50 kB
 FRAME_DPI = 100.0
 FRAME_COLORS = 128
@@ -47,7 +48,7 @@ def _explorer_class() -> type:
         current : dict
             The numbers on display (explorer-specific keys) and ``"html"``: the text/table HTML
             the output shows below the figure.
-        static_controls : list of cbdt.explorer.Control
+        static_controls : list of cbdt.book.explorer.Control
             The grid of the static twin; its start values are the live starting values.
         """
 
@@ -92,7 +93,7 @@ def _explorer_class() -> type:
                 display(HTML(text))
 
         def static_frames(self) -> list[Any]:
-            """The precomputed frames (:class:`cbdt.explorer.Frame`), rendered once."""
+            """The precomputed frames (:class:`cbdt.book.explorer.Frame`), rendered once."""
             if self._frames is None:
                 self._frames = build_frames(
                     self.static_controls, lambda v: self._frame(v)[:2], dpi=FRAME_DPI,
@@ -101,7 +102,7 @@ def _explorer_class() -> type:
             return self._frames
 
         def static_html(self) -> str:
-            """The static twin: self-contained HTML (:func:`cbdt.explorer.static_explorer_html`)."""
+            """The static twin: self-contained HTML (:func:`cbdt.book.explorer.static_explorer_html`)."""
             if self._static is None:
                 self._static = static_explorer_html(
                     self.static_controls, self.static_frames(), title=self.title
@@ -181,9 +182,9 @@ def cbdt_explorer(
 ):
     """Explore a 2-D CBDT memory: move the similarity bandwidth and the query problem.
 
-    Shows the decision map with the query and its carrying cases (:func:`cbdt.plots.plot_cbdt_query`),
+    Shows the decision map with the query and its carrying cases (:func:`cbdt.book.plots.plot_cbdt_query`),
     the supports :math:`U(a \\mid M, p)` of every action and the table of
-    :func:`cbdt.plots.support_breakdown` (the cases that carry each support and their shares).
+    :func:`cbdt.book.plots.support_breakdown` (the cases that carry each support and their shares).
     The similarity is ``GaussianSimilarity(h)``.
 
     Parameters
@@ -219,7 +220,8 @@ def cbdt_explorer(
 
     import ipywidgets as widgets
 
-    from .decision import GaussianSimilarity, support
+    from cbdt.decision import GaussianSimilarity, support
+
     from .plots import plot_cbdt_query, problem_extent, support_breakdown
 
     ext = problem_extent(memory) if extent is None else tuple(float(e) for e in extent)
@@ -275,9 +277,9 @@ def invariance_explorer(Phi, R, queries, seed: int = 0, cond: float = 100.0,
     """Move :math:`\\kappa(B)` and :math:`\\lambda`; see which coefficients stay invariant.
 
     Sliders for the condition number of a random reparameterisation ``B``
-    (:func:`cbdt.experiments.invariance.random_condition_matrix`, fixed ``seed``) and for the
+    (:func:`cbdt.book.experiments.invariance.random_condition_matrix`, fixed ``seed``) and for the
     relative ridge strength :math:`\\lambda / (\\mathrm{tr}(G)/H)`. The text shown is
-    :func:`cbdt.experiments.invariance.invariance_report`: the max relative coefficient change
+    :func:`cbdt.book.experiments.invariance.invariance_report`: the max relative coefficient change
     for OLS, isotropic ridge, co-transformed ridge and isotropic ridge under the orthogonal
     factor of ``B`` (Sec. 3.2, App. B.2). The static twin holds the 9 x 9 grid
     :math:`\\kappa(B) \\in \\{10^0, 10^{0.5}, \\dots, 10^4\\}`,
@@ -340,11 +342,11 @@ def attribution_explorer(seed: int = 0, query: int = 0, k: int = 30, config=None
                          static_k: Sequence[int] = ()):
     """Pick a test query of the synthetic task; see each method's top-k cases on the plane.
 
-    Shows :func:`cbdt.plots.plot_query_attributions` (the CBDT decision regions in the
-    background) and the table of :func:`cbdt.plots.query_attribution_summary` for the
-    contributions of :func:`cbdt.experiments.synthetic.query_attributions`. The run (data
+    Shows :func:`cbdt.book.plots.plot_query_attributions` (the CBDT decision regions in the
+    background) and the table of :func:`cbdt.book.plots.query_attribution_summary` for the
+    contributions of :func:`cbdt.book.experiments.synthetic.query_attributions`. The run (data
     and trained network of ``seed``) comes from the in-process cache of
-    :func:`cbdt.experiments.synthetic.synthetic_run`, so the explorer retrains nothing that
+    :func:`cbdt.book.experiments.synthetic.synthetic_run`, so the explorer retrains nothing that
     the chapter has already trained.
 
     Parameters
@@ -354,7 +356,7 @@ def attribution_explorer(seed: int = 0, query: int = 0, k: int = 30, config=None
         Initial test query index.
     k : int, default=30
         Initial number of top cases.
-    config : cbdt.experiments.synthetic.SyntheticConfig, optional
+    config : cbdt.book.experiments.synthetic.SyntheticConfig, optional
     resolution : int, default=81
         Grid points per axis of the background decision regions.
     static_queries : int, default=5
@@ -433,12 +435,12 @@ def show_pjm_audit(run, index):
     """Display the single-decision audit of one PJM test hour (what the explorer shows).
 
     Prints the hour and both decisions, displays the scores table and the ranked cases
-    (:func:`cbdt.experiments.pjm.audit_query`, rounded to 4 decimals) and draws
-    :func:`cbdt.plots.plot_case_audit`.
+    (:func:`cbdt.book.experiments.pjm.audit_query`, rounded to 4 decimals) and draws
+    :func:`cbdt.book.plots.plot_case_audit`.
 
     Returns
     -------
-    cbdt.experiments.pjm.QueryAudit
+    cbdt.book.experiments.pjm.QueryAudit
     """
     import matplotlib.pyplot as plt
     from IPython.display import display
@@ -457,7 +459,7 @@ def show_pjm_audit(run, index):
 
 
 def _pjm_headline(audit) -> str:
-    from .datasets.pjm_bidding import ACTIONS
+    from cbdt.datasets.pjm_bidding import ACTIONS
 
     return (f"test hour {audit.index} ({audit.time:%Y-%m-%d %H:%M}): network selects "
             f"{ACTIONS[audit.selected]}, CBDT selects {ACTIONS[audit.cbdt_selected]}")
@@ -481,9 +483,9 @@ def pjm_audit_explorer(run, index=None, static_hours: int = 7):
 
     Parameters
     ----------
-    run : cbdt.experiments.pjm.PJMRun
+    run : cbdt.book.experiments.pjm.PJMRun
     index : int, optional
-        Initial test position; default :func:`cbdt.experiments.pjm.default_audit_index`.
+        Initial test position; default :func:`cbdt.book.experiments.pjm.default_audit_index`.
     static_hours : int, default=7
         Test hours in the static twin, spread evenly over the test period (one is ``index``).
 

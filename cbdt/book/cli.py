@@ -7,12 +7,12 @@ Usage::
     cbdt reproduce --only table1,table-c2 --seeds 5 --out cbdt-results
 
 (``python -m cbdt ...`` is the same; ``--out`` defaults to ``cbdt-results``.) Each artifact
-runs the functions of :mod:`cbdt.experiments` that its chapter calls, with explicit seeds,
+runs the functions of :mod:`cbdt.book.experiments` that its chapter calls, with explicit seeds,
 and writes its tables as CSV (the library's column names) and Markdown (the chapters' column
 names) and its figures as PNG under ``OUT/<artifact>/``.
 
 Each artifact's ``summary.md`` says where this run agrees with the paper and where it departs:
-one line per claim of its chapter (:mod:`cbdt.claims`: *agrees*, *agrees in shape*,
+one line per claim of its chapter (:mod:`cbdt.book.claims`: *agrees*, *agrees in shape*,
 *differs*, *does not hold*, *not comparable*, *book only*), with the paper's value, this run's
 and the short form of the reason. The lines are computed from this run's own numbers by the
 functions the chapters use for the book's reproducibility page (with ``--seeds 2`` they
@@ -54,7 +54,7 @@ class Artifact:
         Rough run time with five seeds on 2 cores.
     run : callable
         ``run(seeds) -> (tables, figures, claims)``: dicts of name to DataFrame / Figure,
-        and the list of :class:`cbdt.claims.Claim` of the chapter that this run's numbers
+        and the list of :class:`cbdt.book.claims.Claim` of the chapter that this run's numbers
         decide (built by the chapter's own claims function where it has one).
     """
 
@@ -168,7 +168,9 @@ def _table2(seeds: tuple[int, ...]):
 
 
 def _fig_uci(seeds: tuple[int, ...]):
-    from . import datasets, plots
+    from cbdt import datasets
+
+    from . import plots
     from .experiments import uci
 
     adult = uci.uci_audit("adult", seeds)
@@ -203,8 +205,9 @@ def _drift(seeds: tuple[int, ...]):
 
 
 def _table_c2(seeds: tuple[int, ...]):
+    from cbdt.exceptions import InputError
+
     from . import plots
-    from .exceptions import InputError
     from .experiments import nystrom as nys
     from .experiments import scaling
     from .experiments import synthetic as syn
@@ -234,12 +237,13 @@ def _table_c2(seeds: tuple[int, ...]):
 def _table1_claims(cmp: pd.DataFrame) -> list[Any]:
     """Chapter 06's Table 1 rows and its ranking claim, from this run's per-seed table.
 
-    The status rules are :func:`cbdt.experiments.synthetic.attribution_claims`'s (the paper's
+    The status rules are :func:`cbdt.book.experiments.synthetic.attribution_claims`'s (the paper's
     mean inside this run's 95% interval: agrees); the reasons name what ch. 06 shows.
     """
+    from cbdt.metrics import paired_test
+
     from .claims import Claim
     from .experiments import synthetic as syn
-    from .metrics import paired_test
 
     methods = [m for m in syn.PAPER_TABLE1 if m in set(cmp["method"])]
     summ = syn.summarize_comparison(cmp[cmp["method"].isin(methods)], with_paper=False)
@@ -303,10 +307,11 @@ def _table1_claims(cmp: pd.DataFrame) -> list[Any]:
 
 def _cost_claims(timing: pd.DataFrame) -> list[Any]:
     """Chapter 06's per-query cost claim (App. D, Table C3), timed by this run on this machine."""
+    from cbdt.metrics import mean_ci
+
     from .claims import Claim
     from .claims import mean_ci_math as ci_md
     from .experiments import synthetic as syn
-    from .metrics import mean_ci
 
     ours, baselines = "Ours (alpha)", [m for m in syn.PAPER_TIMING if m != "Ours (alpha)"]
     ms = timing.pivot(index="seed", columns="method", values="scores_ms")
@@ -577,7 +582,7 @@ def reproduce(
     pandas.DataFrame
         One row per artifact: ``artifact, paper, chapter, seconds, files``.
     """
-    from ._optional import require
+    from cbdt._optional import require
 
     tqdm = require("tqdm.auto", "cbdt reproduce").tqdm
 

@@ -18,8 +18,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..exceptions import InputError
-from ..influence import CaseInfluence
+from cbdt.exceptions import InputError
+from cbdt.influence import CaseInfluence
 
 __all__ = [
     "with_condition",
@@ -431,7 +431,7 @@ def load_benchmark(name: str) -> tuple[pd.DataFrame, dict[str, str]]:
     """
     import json
 
-    root = Path(__file__).resolve().parents[2] / "benchmarks" / "results"
+    root = Path(__file__).resolve().parents[3] / "benchmarks" / "results"
     csv, meta = root / f"{name}.csv", root / f"{name}_meta.json"
     if not csv.exists() or not meta.exists():
         raise InputError(

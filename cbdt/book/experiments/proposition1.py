@@ -74,7 +74,7 @@ def chapter_claims(
 
     Returns
     -------
-    cbdt.claims.ChapterClaims
+    cbdt.book.claims.ChapterClaims
     """
     feasible = np.asarray(feasible_norms, dtype=float).ravel()
     slopes = np.asarray(ridge_slopes, dtype=float).ravel()

@@ -8,7 +8,7 @@ from __future__ import annotations
 import matplotlib.pyplot as plt  # noqa: F401
 import numpy as np
 
-from ..exceptions import InputError
+from cbdt.exceptions import InputError
 
 
 def _ch01_action_colors(n_actions):
@@ -51,7 +51,7 @@ def _ch01_legend_handles(names, colors, regions=True):
 
 
 def _ch01_check_2d(memory):
-    from ..decision import Memory
+    from cbdt.decision import Memory
 
     if not isinstance(memory, Memory):
         raise InputError(f"memory must be a cbdt.Memory, got {type(memory).__name__}.")
@@ -103,7 +103,7 @@ def support_grid(memory, similarity=None, extent=None, grid_size=150):
     U : ndarray of shape (grid_size, grid_size, |A|)
         ``U[j, i, a]`` is the support of action ``a`` at the problem ``(xs[i], ys[j])``.
     """
-    from ..decision import support
+    from cbdt.decision import support
 
     _ch01_check_2d(memory)
     x0, x1, y0, y1 = problem_extent(memory) if extent is None else extent
@@ -300,7 +300,7 @@ def plot_bandwidth_grid(
     -------
     matplotlib.figure.Figure
     """
-    from ..decision import GaussianSimilarity
+    from cbdt.decision import GaussianSimilarity
 
     kernel = GaussianSimilarity if kernel is None else kernel
     bws = list(bandwidths)
@@ -355,7 +355,7 @@ def plot_cbdt_query(
     -------
     matplotlib.figure.Figure
     """
-    from ..decision import support
+    from cbdt.decision import support
 
     q = np.asarray(query, dtype=float)
     A = memory.n_actions
@@ -397,7 +397,7 @@ def case_contributions(memory, query, similarity=None):
     -------
     ndarray of shape (N, |A|)
     """
-    from ..decision import case_contributions as _case_contributions
+    from cbdt.decision import case_contributions as _case_contributions
 
     return _case_contributions(query, memory, similarity)
 
@@ -448,7 +448,7 @@ def support_breakdown(memory, query, similarity=None, *, top=3, action_names=Non
     """
     import pandas as pd
 
-    from ..decision import GaussianSimilarity
+    from cbdt.decision import GaussianSimilarity
 
     sim = GaussianSimilarity() if similarity is None else similarity
     C = case_contributions(memory, query, sim)

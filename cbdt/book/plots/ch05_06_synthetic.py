@@ -8,7 +8,7 @@ from __future__ import annotations
 import matplotlib.pyplot as plt  # noqa: F401
 import numpy as np
 
-from ..exceptions import InputError
+from cbdt.exceptions import InputError
 
 _CH0506_METHOD_COLORS = {
     "Ours (alpha)": "C0",
@@ -54,8 +54,8 @@ def plot_decision_regions(regions, kind="cbdt", ax=None, memory=True, boundaries
 
     Parameters
     ----------
-    regions : cbdt.experiments.synthetic.DecisionRegions
-        Output of :func:`cbdt.experiments.synthetic.decision_regions`.
+    regions : cbdt.book.experiments.synthetic.DecisionRegions
+        Output of :func:`cbdt.book.experiments.synthetic.decision_regions`.
     kind : {"cbdt", "network", "readout"}, default="cbdt"
         Which decision to shade: the CBDT-optimal action :math:`a^*(x)` (eq. 2), the trained
         network's :math:`\\arg\\max_a Q_{nn}(x, a)` or the OLS readout's
@@ -108,7 +108,7 @@ def plot_support_reconstruction(recon, score="probe_score", ax=None):
     Parameters
     ----------
     recon : pandas.DataFrame
-        Output of :func:`cbdt.experiments.synthetic.support_reconstruction` (columns
+        Output of :func:`cbdt.book.experiments.synthetic.support_reconstruction` (columns
         ``action``, ``true_support`` and ``score``).
     score : {"probe_score", "network_score"}, default="probe_score"
     ax : matplotlib Axes, optional
@@ -117,7 +117,7 @@ def plot_support_reconstruction(recon, score="probe_score", ax=None):
     -------
     matplotlib.figure.Figure
     """
-    from ..metrics import pearson
+    from cbdt.metrics import pearson
 
     fig, ax = _ch0506_ax(ax, (4.2, 4.0))
     for a, g in recon.groupby("action", sort=True):
@@ -143,9 +143,9 @@ def plot_synthetic_recovery(regions, recon):
 
     Parameters
     ----------
-    regions : cbdt.experiments.synthetic.DecisionRegions
+    regions : cbdt.book.experiments.synthetic.DecisionRegions
     recon : pandas.DataFrame
-        :func:`cbdt.experiments.synthetic.support_reconstruction` of the same seed.
+        :func:`cbdt.book.experiments.synthetic.support_reconstruction` of the same seed.
 
     Returns
     -------
@@ -201,7 +201,7 @@ def plot_attribution_comparison(summary, paper=True):
     Parameters
     ----------
     summary : pandas.DataFrame
-        Output of :func:`cbdt.experiments.synthetic.summarize_comparison` (index: method;
+        Output of :func:`cbdt.book.experiments.synthetic.summarize_comparison` (index: method;
         columns ``top30_mean``, ``top30_ci``, ``pearson_mean``, ``pearson_ci`` and, with
         ``paper=True``, ``paper_top30``, ``paper_pearson``). A ground-truth row (a method
         not in the paper) is drawn in grey as the reference.
@@ -297,7 +297,7 @@ def query_attribution_summary(df, k=30):
     Parameters
     ----------
     df : pandas.DataFrame
-        Output of :func:`cbdt.experiments.synthetic.query_attributions` (one row per
+        Output of :func:`cbdt.book.experiments.synthetic.query_attributions` (one row per
         training case, one column of contributions per method, ``ground_truth``, and
         ``attrs`` with the query's ``action`` and ``cbdt_action``).
     k : int, default=30
@@ -314,8 +314,8 @@ def query_attribution_summary(df, k=30):
     """
     import pandas as pd
 
-    from .._ranking import top_k_indices
-    from ..metrics import pearson, topk_action_consistency
+    from cbdt._ranking import top_k_indices
+    from cbdt.metrics import pearson, topk_action_consistency
 
     acts = df["case_action"].to_numpy()
     target = int(df.attrs["cbdt_action"])
@@ -367,11 +367,11 @@ def plot_query_attributions(df, k=30, methods=None, regions=None, ncols=2):
     Parameters
     ----------
     df : pandas.DataFrame
-        Output of :func:`cbdt.experiments.synthetic.query_attributions`.
+        Output of :func:`cbdt.book.experiments.synthetic.query_attributions`.
     k : int, default=30
     methods : sequence of str, optional
         Default: the ground truth and every method column of ``df``.
-    regions : cbdt.experiments.synthetic.DecisionRegions, optional
+    regions : cbdt.book.experiments.synthetic.DecisionRegions, optional
         Shade the CBDT decision regions in the background.
     ncols : int, default=2
         Panels per row (at most two keep the panels legible at the book's column width).
@@ -380,7 +380,7 @@ def plot_query_attributions(df, k=30, methods=None, regions=None, ncols=2):
     -------
     matplotlib.figure.Figure
     """
-    from .._ranking import top_k_indices
+    from cbdt._ranking import top_k_indices
 
     names = ["ground_truth", *_ch0506_query_methods(df)] if methods is None else list(methods)
     summary = query_attribution_summary(df, k)

@@ -105,12 +105,13 @@ import numpy as np
 import pandas as pd
 from scipy.special import ndtr
 
-from ..audit import audit_signals
+from cbdt.audit import audit_signals
+from cbdt.datasets.pjm_bidding import BiddingProblem, MarketModel, make_bidding_problem
+from cbdt.exceptions import InputError
+from cbdt.metrics import mean_ci_finite, roc_auc
+from cbdt.models import ProbeFidelity
+
 from ..claims import Claim
-from ..datasets.pjm_bidding import BiddingProblem, MarketModel, make_bidding_problem
-from ..exceptions import InputError
-from ..metrics import mean_ci_finite, roc_auc
-from ..models import ProbeFidelity
 from .pjm import PJMConfig, build_network, fit_probe
 
 __all__ = [
@@ -152,12 +153,12 @@ class PJMDriftConfig:
         Weight of the Gini term of the risk score.
     eps : float, default 0.0
         Smoothing of eq. 16; ``0`` is the limit :math:`\\varepsilon \\to 0`, as in
-        :class:`cbdt.experiments.drift.DriftConfig` (why: see there).
+        :class:`cbdt.book.experiments.drift.DriftConfig` (why: see there).
     window : int, default 24
         Lagged hours in the state.
     market : MarketModel
     hidden, activation, epochs, lr, batch_size
-        Network settings, as :class:`cbdt.experiments.pjm.PJMConfig`.
+        Network settings, as :class:`cbdt.book.experiments.pjm.PJMConfig`.
     """
 
     train_years: tuple[int, ...] = (2002, 2003)
@@ -566,7 +567,7 @@ def pjm_drift(
         ``attrs`` records ``budget``, ``stride``, ``train_years``, ``n_train`` and
         ``n_test``.
     """
-    from ..datasets.pjm import load_pjm
+    from cbdt.datasets.pjm import load_pjm
 
     config = PJMDriftConfig() if config is None else config
     df = load_pjm("PJME", fill_gaps=True)

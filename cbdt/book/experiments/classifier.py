@@ -54,13 +54,14 @@ from typing import Any, Literal
 import numpy as np
 import pandas as pd
 
-from .._validation import as_float_matrix, check_nonnegative_scalar
-from ..audit import audit_signals
+from cbdt._validation import as_float_matrix, check_nonnegative_scalar
+from cbdt.audit import audit_signals
+from cbdt.exceptions import DegenerateAuditWarning, InputError, RankDeficientError
+from cbdt.metrics import mean_ci_finite, roc_auc
+from cbdt.models import CaseNetwork, ProbeFidelity
+from cbdt.returns import label_positions, returns_from_labels
+
 from ..claims import Claim, mean_ci_math
-from ..exceptions import DegenerateAuditWarning, InputError, RankDeficientError
-from ..metrics import mean_ci_finite, roc_auc
-from ..models import CaseNetwork, ProbeFidelity
-from ..returns import label_positions, returns_from_labels
 
 __all__ = [
     "SEEDS",

@@ -106,9 +106,7 @@ import numpy as np
 import pandas as pd
 from scipy import linalg
 
-from ..claims import TRAINED_TOLERANCE, ChapterClaims, Claim, fmt, interval_status
-from ..claims import mean_ci_math as fmt_ci
-from ..datasets import (
+from cbdt.datasets import (
     adult_features,
     adult_proxy_returns,
     default_credit_features,
@@ -116,11 +114,14 @@ from ..datasets import (
     load_adult,
     load_default_credit,
 )
-from ..decision import kernel_supports, median_distance
-from ..exceptions import InputError
-from ..influence import CaseInfluence
-from ..metrics import mean_ci
-from ..models import CaseNetwork
+from cbdt.decision import kernel_supports, median_distance
+from cbdt.exceptions import InputError
+from cbdt.influence import CaseInfluence
+from cbdt.metrics import mean_ci
+from cbdt.models import CaseNetwork
+
+from ..claims import TRAINED_TOLERANCE, ChapterClaims, Claim, fmt, interval_status
+from ..claims import mean_ci_math as fmt_ci
 
 __all__ = [
     "SEEDS",
@@ -1055,7 +1056,7 @@ def agreement_by_margin(audit: UCIAudit, n_bins: int = 5) -> pd.DataFrame:
 
 
 def figure4_panel(run: UCIRun) -> dict[str, Any]:
-    """Arrays of one seed for the Fig. 4 analogue (:func:`cbdt.plots.plot_uci_figure4`).
+    """Arrays of one seed for the Fig. 4 analogue (:func:`cbdt.book.plots.plot_uci_figure4`).
 
     Keys: ``cbdt_margin`` (normalised CBDT margin of the CBDT action, >= 0), ``network_margin``
     (network score of the CBDT action minus the best other network score; > 0 means
@@ -1112,7 +1113,7 @@ def chapter_claims(
 
     Every value, status and reason is computed from the audits passed in (their ``per_seed``,
     ``sensitivity`` and ``submemory`` tables); nothing is re-run. Statuses:
-    :func:`cbdt.claims.interval_status` for the agreements and the Default Credit
+    :func:`cbdt.book.claims.interval_status` for the agreements and the Default Credit
     :math:`\\rho_{recon}` (agrees only when every action's paper value lies in the book's
     interval); "not comparable" for the Adult accuracy, which the paper does not define;
     for the Gram mismatch, whose measure the paper does not define either, "agrees in shape"
@@ -1134,7 +1135,7 @@ def chapter_claims(
 
     Returns
     -------
-    cbdt.claims.ChapterClaims
+    cbdt.book.claims.ChapterClaims
         Chapter ``"08"``, section "UCI audits".
     """
     rows: list[Claim] = []

@@ -22,7 +22,7 @@ def plot_invariance_vs_condition(df, ax=None, rounding_guide: bool = True):
     Parameters
     ----------
     df : pandas.DataFrame
-        Output of :func:`cbdt.experiments.invariance.invariance_vs_condition`.
+        Output of :func:`cbdt.book.experiments.invariance.invariance_vs_condition`.
     ax : matplotlib Axes, optional
     rounding_guide : bool, default=True
         Draw the rounding scale :math:`\\varepsilon_{\\mathrm{mach}}\\,\\kappa(B)^2` (the

@@ -9,7 +9,7 @@ coefficient vectors. :func:`nystrom_table` reproduces it on a stated problem and
 Problem
 -------
 The synthetic CBDT task of Sec. 5.2 (chapters 05/06,
-:func:`cbdt.experiments.synthetic.synthetic_run`: 500 training and 200 test problems, three
+:func:`cbdt.book.experiments.synthetic.synthetic_run`: 500 training and 200 test problems, three
 actions, the book's :class:`~cbdt.models.CaseNetwork`) with the representation width set to
 ``H``: the *last* hidden layer (the representation :math:`\\varphi`, whose width is ``H`` in
 the paper's notation) has ``H`` units, earlier layers keep the configuration's widths (64),
@@ -20,7 +20,7 @@ about 5 s per seed with the first layer at 64), which is why it is not the defau
 choice matters: the wider first layer gives a representation of higher numerical rank and a
 visibly worse rank-``H/2`` approximation. A default call (3 widths x 5 seeds, 15 networks)
 took 67-77 s on 2 shared cores, almost all of it training; the runs are cached in-process
-(:func:`~cbdt.experiments.synthetic.synthetic_run`), so a second call, e.g. with
+(:func:`~cbdt.book.experiments.synthetic.synthetic_run`), so a second call, e.g. with
 ``method="cases"``, takes seconds. With
 ``n = 500`` training cases, ``H = 512`` has more units than cases: :math:`G` is singular and
 only the regularised coefficient (eq. 11) exists.
@@ -45,7 +45,7 @@ Ridge
 ``exact_ms``, ``nystrom_ms``
     Per-query time of ``coefficients`` (all ``n`` coefficients of one test query, queries
     answered one at a time after ``fit``): median over ``repeats`` passes of the mean time
-    per query (:func:`cbdt.experiments.synthetic.median_per_query`), both estimators timed
+    per query (:func:`cbdt.book.experiments.synthetic.median_per_query`), both estimators timed
     in the same run. Both multiply the query by a cached :math:`n\\times H` matrix
     (:math:`O(nH)`): the exact one by :math:`\\Phi` after two :math:`H\\times H` triangular
     solves (:math:`z = (G+\\lambda I)^{-1}\\varphi`), the Nyström one by
@@ -79,13 +79,14 @@ import numpy as np
 import pandas as pd
 from threadpoolctl import threadpool_limits
 
-from .._ranking import top_k_indices
-from .._validation import check_positive_int
+from cbdt._ranking import top_k_indices
+from cbdt._validation import check_positive_int
+from cbdt.exceptions import InputError
+from cbdt.influence import CaseInfluence
+from cbdt.metrics import mean_ci_finite
+from cbdt.nystrom import DEFAULT_RIDGE_MULTIPLE, NystromCaseInfluence
+
 from ..claims import TRAINED_TOLERANCE, ChapterClaims, Claim, interval_status, mean_ci_math
-from ..exceptions import InputError
-from ..influence import CaseInfluence
-from ..metrics import mean_ci_finite
-from ..nystrom import DEFAULT_RIDGE_MULTIPLE, NystromCaseInfluence
 from .synthetic import (
     SEEDS,
     SyntheticConfig,
@@ -455,7 +456,7 @@ def chapter_claims(
     Built from results the chapter has already computed (nothing is re-run): the agreement
     columns of Table C2 from :func:`summarize_nystrom`, the reasons from the effective
     dimensions of the chapter's representations, and every timing from the *stored, dated*
-    benchmarks (:func:`cbdt.experiments.scaling.load_benchmark`), never from a timing of
+    benchmarks (:func:`cbdt.book.experiments.scaling.load_benchmark`), never from a timing of
     the current run.
 
     Parameters
@@ -468,9 +469,9 @@ def chapter_claims(
         ridge both estimators use.
     benchmarks : dict
         ``{"scaling": (df, meta), "limits": (df, meta), "memmap_dask": (df, meta)}`` as
-        :func:`~cbdt.experiments.scaling.load_benchmark` returns them.
+        :func:`~cbdt.book.experiments.scaling.load_benchmark` returns them.
     accuracy : DataFrame, optional
-        :func:`~cbdt.experiments.scaling.accuracy_table`, for the accuracy note.
+        :func:`~cbdt.book.experiments.scaling.accuracy_table`, for the accuracy note.
     n_train : int, optional
         Training cases of the Table C2 runs (default: :class:`SyntheticConfig`'s).
     k : int, default=30
@@ -486,7 +487,7 @@ def chapter_claims(
     Notes
     -----
     Status rules: a Table C2 value ``agrees`` only when the paper's value lies in the
-    book's 95% interval (:func:`cbdt.claims.interval_status`); the qualitative claims
+    book's 95% interval (:func:`cbdt.book.claims.interval_status`); the qualitative claims
     (overlap rising with :math:`H`, per-query gains beyond ``margin``) at most ``agrees in
     shape``; a timing, a single stored median without an interval, never ``agrees``: it
     ``differs`` when more than 2x from the paper's, else it is ``not comparable``.

@@ -64,7 +64,7 @@ def plot_pjm_problem(problem):
     ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.2), frameon=False)
 
     ax = axes[2]
-    from ..datasets.pjm_bidding import strategy_returns
+    from cbdt.datasets.pjm_bidding import strategy_returns
 
     ps = np.linspace(0, float(np.quantile(h["price"], 0.99)), 400)
     r = strategy_returns(ps, problem.cost, problem.offer_prices, m)
@@ -86,10 +86,10 @@ def plot_pjm_agreement(profile, transition_loads=None):
     Parameters
     ----------
     profile : pandas.DataFrame
-        :func:`cbdt.experiments.pjm.disagreement_profile` of one run.
+        :func:`cbdt.book.experiments.pjm.disagreement_profile` of one run.
     transition_loads : array-like, optional
         Loads (MW) where the expected price crosses :math:`\\mathrm{bid}_1, \\mathrm{bid}_2`
-        (:func:`cbdt.experiments.pjm.transition_loads`), drawn as vertical lines.
+        (:func:`cbdt.book.experiments.pjm.transition_loads`), drawn as vertical lines.
 
     Returns
     -------
@@ -260,7 +260,7 @@ def plot_case_audit(audit, max_background=3000):
 
     Parameters
     ----------
-    audit : cbdt.experiments.pjm.QueryAudit
+    audit : cbdt.book.experiments.pjm.QueryAudit
     max_background : int, default 3000
         Training cases drawn as background (evenly spaced subset).
 
