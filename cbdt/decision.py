@@ -19,9 +19,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
+import pandas as pd
 from scipy.spatial.distance import pdist
 
 from ._validation import as_float_matrix, check_nonnegative_scalar
@@ -39,6 +40,9 @@ __all__ = [
     "decide",
     "kernel_supports",
     "median_distance",
+    "BandwidthSelection",
+    "select_bandwidth",
+    "decision_margin",
 ]
 
 
@@ -443,3 +447,140 @@ def kernel_supports(
             np.exp(E, out=E)
             out[j, s : s + b] = E @ C
     return out, d2_min
+
+
+@dataclass(frozen=True)
+class BandwidthSelection:
+    r"""Result of :func:`select_bandwidth`.
+
+    Attributes
+    ----------
+    bandwidth : float
+        The chosen bandwidth.
+    criterion : str
+        ``"mean_return"`` or ``"support_mse"``.
+    table : pandas.DataFrame
+        One row per candidate, in the given order: ``bandwidth``, ``mean_return`` (mean
+        realised return :math:`r_v(a^*(x_v))` of the CBDT decisions on the validation rows),
+        ``support_mse`` (with ``criterion="support_mse"``: mean squared error of the
+        normalised supports :math:`U(a\mid M, x_v)/\sum_i s(x_v, x_i)` against the
+        validation returns), ``chosen``.
+    """
+
+    bandwidth: float
+    criterion: str
+    table: pd.DataFrame
+
+
+def select_bandwidth(
+    X_memory: Any,
+    R_memory: Any,
+    X_validation: Any,
+    R_validation: Any,
+    bandwidths: Sequence[float],
+    *,
+    criterion: Literal["mean_return", "support_mse"] = "mean_return",
+    atol: float = 1e-12,
+    chunk_size: int = 512,
+) -> BandwidthSelection:
+    """Bandwidth of the Gaussian similarity chosen on held-out cases (eq. 1-2).
+
+    Every validation row gets its CBDT supports from the memory rows, for every candidate
+    bandwidth at once (:func:`kernel_supports`), and the candidates are scored by
+
+    - ``"mean_return"``: the mean realised return :math:`r_v(a^*(x_v))` of the CBDT decision
+      (eq. 2), to maximise (a decision maker's criterion);
+    - ``"support_mse"``: the mean squared error of the *normalised* supports (a kernel
+      regression of each action's return) against the validation returns, to minimise (a
+      forecaster's criterion, for returns that are smooth in the state).
+
+    Candidates within ``atol`` of the best count as tied; the largest tied bandwidth wins (the
+    smoother rule). How the validation rows are drawn (at random, or the latest rows of a time
+    series) is the caller's choice.
+
+    Parameters
+    ----------
+    X_memory : array-like of shape (n, d)
+    R_memory : array-like of shape (n, |A|)
+    X_validation : array-like of shape (m, d)
+    R_validation : array-like of shape (m, |A|)
+    bandwidths : sequence of float
+        Positive candidates.
+    criterion : {"mean_return", "support_mse"}, default="mean_return"
+    atol : float, default=1e-12
+        Absolute tolerance of a tie.
+    chunk_size : int, default=512
+        Validation rows per similarity block.
+
+    Returns
+    -------
+    BandwidthSelection
+    """
+    if criterion not in ("mean_return", "support_mse"):
+        raise InputError(
+            f"criterion must be 'mean_return' or 'support_mse', got {criterion!r}."
+        )
+    Rm = as_float_matrix("R_memory", R_memory)
+    Rv = as_float_matrix("R_validation", R_validation)
+    if Rv.shape[1] != Rm.shape[1]:
+        raise InputError(
+            f"R_validation has {Rv.shape[1]} actions but R_memory has {Rm.shape[1]}."
+        )
+    if Rv.shape[0] == 0 or Rm.shape[0] == 0:
+        raise InputError("select_bandwidth needs at least one memory and one validation row.")
+    atol = check_nonnegative_scalar("atol", atol)
+    h = np.asarray(bandwidths, dtype=np.float64)
+    k = Rv.shape[0]
+    rows = np.arange(k)[None, :]
+    if criterion == "support_mse":
+        cols = np.column_stack([Rm, np.ones(Rm.shape[0])])
+        U, _ = kernel_supports(X_validation, X_memory, cols, h, chunk_size=chunk_size)
+        Ubar = U[..., :-1] / U[..., -1:]
+        loss = ((Ubar - Rv[None]) ** 2).sum(axis=(1, 2)) / Rv.size
+        value = Rv[rows, np.argmax(Ubar, axis=2)].mean(axis=1)
+        tied = np.flatnonzero(loss <= loss.min() + atol)
+    else:
+        U, _ = kernel_supports(X_validation, X_memory, Rm, h, chunk_size=chunk_size)
+        value = Rv[rows, U.argmax(axis=2)].mean(axis=1)
+        tied = np.flatnonzero(value >= value.max() - atol)
+    chosen = int(tied[np.argmax(h[tied])])
+    table = pd.DataFrame({"bandwidth": h, "mean_return": value})
+    if criterion == "support_mse":
+        table["support_mse"] = loss
+    table["chosen"] = np.arange(h.size) == chosen
+    return BandwidthSelection(float(h[chosen]), criterion, table)
+
+
+def decision_margin(scores: Any, action: Any | None = None) -> np.ndarray:
+    """Margin of a decision: :math:`Q(x, a) - \\max_{b \ne a} Q(x, b)`.
+
+    With ``action=None``, ``a`` is the best action and the margin is the best minus the
+    second-best score (0 for a tie). Positive when ``a`` is the unique best action, negative
+    when another action beats it.
+
+    Parameters
+    ----------
+    scores : array-like of shape (m, |A|), |A| >= 2
+        Action scores (a network's, a probe's, or CBDT supports).
+    action : array-like of int of shape (m,), optional
+        The action of each row; default the argmax.
+
+    Returns
+    -------
+    ndarray of shape (m,)
+    """
+    S = as_float_matrix("scores", scores, finite=False)
+    if S.shape[1] < 2:
+        raise InputError(f"scores must be (m, |A|) with |A| >= 2, got {S.shape}.")
+    if action is None:
+        srt = np.sort(S, axis=1)
+        return srt[:, -1] - srt[:, -2]
+    a = np.asarray(action)
+    if a.shape != (S.shape[0],) or a.dtype.kind not in "iu":
+        raise InputError(f"action must be {S.shape[0]} integers, got {a.dtype} {a.shape}.")
+    if a.size and (a.min() < 0 or a.max() >= S.shape[1]):
+        raise InputError(f"action holds an unknown action; scores have {S.shape[1]}.")
+    rows = np.arange(S.shape[0])
+    other = S.copy()
+    other[rows, a] = -np.inf
+    return S[rows, a] - other.max(axis=1)

@@ -16,7 +16,14 @@ from scipy import linalg
 from ._validation import as_float_matrix
 from .exceptions import InputError, RankDeficientError
 
-__all__ = ["reparameterize", "zca_whitening", "cotransformed_metric"]
+__all__ = [
+    "reparameterize",
+    "zca_whitening",
+    "cotransformed_metric",
+    "normalized_gram",
+    "gram_mismatch",
+    "gram_distance",
+]
 
 
 def _check_square_invertible(name: str, B: Any, H: int | None = None) -> np.ndarray:
@@ -127,3 +134,75 @@ def cotransformed_metric(B: Any, metric: Any = None) -> np.ndarray:
         raise InputError(f"metric must have shape ({H}, {H}), got {M.shape}.")
     out = B @ M @ B.T
     return 0.5 * (out + out.T)
+
+
+def normalized_gram(Phi: Any, *, intercept: bool = True) -> np.ndarray:
+    """:math:`\\tilde\\Phi^\\top\\tilde\\Phi / n` with :math:`\\tilde\\Phi = [\\Phi, 1]` (or
+    :math:`\\Phi` when ``intercept=False``), in float64."""
+    P = np.asarray(Phi, dtype=np.float64)
+    if P.ndim != 2 or P.shape[0] == 0:
+        raise InputError(f"Phi must be a non-empty (n, H) array, got shape {P.shape}.")
+    if intercept:
+        P = np.hstack([P, np.ones((P.shape[0], 1))])
+    return P.T @ P / P.shape[0]
+
+
+def gram_mismatch(Phi1: Any, Phi2: Any, *, intercept: bool = True, whiten: bool = True) -> float:
+    """Gram mismatch of two sub-memories (the whitened relative Frobenius distance below).
+
+    Parameters
+    ----------
+    Phi1, Phi2 : array-like of shape (n1, H), (n2, H)
+        Representations of the two sub-memories' cases.
+    intercept : bool, default=True
+        Append the probe's constant coordinate.
+    whiten : bool, default=True
+        ``True``: :math:`\\lVert C_1 - C_2\\rVert_F / (\\lVert C_1\\rVert_F +
+        \\lVert C_2\\rVert_F)` with :math:`C_k = \\bar G^{-1/2}\\hat G_k\\bar G^{-1/2}` and
+        :math:`\\bar G = (\\hat G_1 + \\hat G_2)/2` (invariant under invertible
+        reparameterisations). ``False``: the same ratio on the raw :math:`\\hat G_k`.
+
+    Returns
+    -------
+    float in [0, 1]
+    """
+    G1 = normalized_gram(Phi1, intercept=intercept)
+    G2 = normalized_gram(Phi2, intercept=intercept)
+    if G1.shape != G2.shape:
+        raise InputError(f"Phi1 and Phi2 have different widths: {G1.shape} vs {G2.shape}.")
+    return gram_distance(G1, G2, whiten=whiten)
+
+
+def gram_distance(G1: Any, G2: Any, *, whiten: bool = True) -> float:
+    """Relative distance of two Gram matrices, whitened by their mean (:func:`gram_mismatch`).
+
+    Parameters
+    ----------
+    G1, G2 : array-like of shape (p, p)
+        Symmetric positive semi-definite, e.g. :func:`normalized_gram` of two sub-memories.
+    whiten : bool, default=True
+        Compare :math:`\\bar G^{-1/2} G_k \\bar G^{-1/2}` (invariant under invertible
+        reparameterisations) rather than the raw :math:`G_k`.
+
+    Returns
+    -------
+    float in [0, 1]
+    """
+    G1 = as_float_matrix("G1", G1)
+    G2 = as_float_matrix("G2", G2)
+    if G1.shape != G2.shape or G1.shape[0] != G1.shape[1]:
+        raise InputError(f"G1 and G2 must be square of one shape, got {G1.shape}, {G2.shape}.")
+    if whiten:
+        w, U = linalg.eigh(0.5 * (G1 + G2))
+        if w[0] <= w[-1] * 1e-12:
+            raise InputError(
+                "the average normalised Gram matrix is singular (condition number "
+                f"{w[-1] / max(w[0], 1e-300):.3g}): the representation has (near-)constant or "
+                "duplicated units; the whitened mismatch is undefined. Use whiten=False."
+            )
+        W = (U / np.sqrt(w)) @ U.T
+        C1, C2 = W @ G1 @ W, W @ G2 @ W
+    else:
+        C1, C2 = G1, G2
+    den = np.linalg.norm(C1) + np.linalg.norm(C2)
+    return float(np.linalg.norm(C1 - C2) / den) if den > 0 else 0.0

@@ -14,6 +14,10 @@ Top-k action consistency
 ROC AUC
     Probability that a random positive scores higher than a random negative, ties counting one
     half (the Mann-Whitney statistic divided by :math:`n_+ n_-`).
+Recall at a review budget
+    A reviewer checks the :math:`\\lceil b\\, n\rceil` decisions with the highest score; the
+    recall is the share of all wrong decisions among them (ties in the score broken by input
+    order, or their exact expectation under a random order).
 Paired test
     Across seeds, the differences :math:`d_j = a_j - b_j`: paired t-test and exact Wilcoxon
     signed-rank test, with the mean difference and its 95% CI.
@@ -21,8 +25,10 @@ Paired test
 
 from __future__ import annotations
 
+import math
+import numbers
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import pandas as pd
@@ -40,6 +46,9 @@ __all__ = [
     "pearson",
     "topk_action_consistency",
     "roc_auc",
+    "review_size",
+    "errors_caught",
+    "recall_at_budget",
     "PairedTest",
     "paired_test",
 ]
@@ -174,15 +183,33 @@ def topk_action_consistency(
     return float(share[0]) if single else share
 
 
-def roc_auc(scores: Any, labels: Any) -> float:
+def roc_auc(scores: Any, labels: Any, *, single_class: Literal["raise", "nan"] = "raise"
+            ) -> float:
     """Area under the ROC curve of ``scores`` for binary ``labels`` (ties count one half).
+
+    Parameters
+    ----------
+    scores : array-like of shape (n,)
+    labels : array-like of shape (n,)
+        Binary, 0/1 or bool; 1 (True) is the positive class.
+    single_class : {"raise", "nan"}, default="raise"
+        What to do when only one class is present (or ``n = 0``), where the AUC is undefined:
+        raise, or return NaN (a seed or test year without a wrong decision, averaged over the
+        finite values with :func:`mean_ci_finite`).
+
+    Returns
+    -------
+    float
 
     Raises
     ------
     InputError
-        When labels are not binary or only one class is present.
+        When labels are not binary, or only one class is present and
+        ``single_class="raise"``.
     """
-    s = as_float_matrix("scores", scores, ndim=1)
+    if single_class not in ("raise", "nan"):
+        raise InputError(f"single_class must be 'raise' or 'nan', got {single_class!r}.")
+    s = as_float_matrix("scores", scores, ndim=1) if np.size(scores) else np.zeros(0)
     y = np.asarray(labels)
     if y.shape != s.shape:
         raise InputError(f"scores and labels must have the same shape, got {s.shape}, {y.shape}.")
@@ -193,10 +220,100 @@ def roc_auc(scores: Any, labels: Any) -> float:
     n_pos = int((y == 1).sum())
     n_neg = int((y == 0).sum())
     if n_pos == 0 or n_neg == 0:
+        if single_class == "nan":
+            return float("nan")
         raise InputError("ROC AUC needs both classes; all labels are equal.")
     ranks = stats.rankdata(s)  # average ranks for ties
     u = ranks[y == 1].sum() - n_pos * (n_pos + 1) / 2
     return float(u / (n_pos * n_neg))
+
+
+def review_size(budget: float, n: int) -> int:
+    """Decisions a reviewer checks at a budget: :math:`\\lceil b\\, n\rceil`.
+
+    ``budget * n`` is rounded to 9 decimals first, so a budget of 0.1 of 30 decisions reviews
+    3 (in floating point ``0.1 * 30`` is ``3.0000000000000004``).
+
+    Parameters
+    ----------
+    budget : float
+        Share of the decisions reviewed, in (0, 1].
+    n : int
+        Number of decisions.
+
+    Returns
+    -------
+    int
+    """
+    if isinstance(budget, bool) or not (isinstance(budget, numbers.Real) and 0 < budget <= 1):
+        raise InputError(f"budget must lie in (0, 1], got {budget!r}.")
+    return int(math.ceil(round(budget * n, 9)))
+
+
+def errors_caught(scores: Any, wrong: Any, budget: float,
+                  ties: Literal["stable", "average"] = "stable") -> float:
+    """Wrong decisions among the :func:`review_size` highest scores (a count).
+
+    Decisions are reviewed in descending score.
+
+    Parameters
+    ----------
+    scores : array-like of shape (n,)
+        Higher = review first (a risk score, or minus a margin).
+    wrong : array-like of bool of shape (n,)
+    budget : float
+        Share of the decisions reviewed, in (0, 1].
+    ties : {"stable", "average"}, default="stable"
+        ``"stable"``: tied scores keep the input order, earlier first. ``"average"``: the
+        exact expectation when tied scores are reviewed in uniformly random order: of the tie
+        group that straddles the cut, each member is reviewed with probability (free places)
+        / (group size). No random numbers are drawn.
+
+    Returns
+    -------
+    float
+        An integer for ``ties="stable"``; an expectation for ``"average"``.
+    """
+    s = np.asarray(scores, dtype=np.float64)
+    w = np.asarray(wrong, dtype=bool)
+    if s.shape != w.shape or s.ndim != 1 or s.size == 0:
+        raise InputError(
+            f"scores and wrong must be 1-D of one non-zero length, got {s.shape}, {w.shape}."
+        )
+    if not np.isfinite(s).all():
+        raise InputError("scores must be finite (no NaN or inf).")
+    if ties not in ("stable", "average"):
+        raise InputError(f"ties must be 'stable' or 'average', got {ties!r}.")
+    n_rev = review_size(budget, s.size)
+    order = np.argsort(-s, kind="stable")
+    if ties == "stable":
+        return float(w[order[:n_rev]].sum())
+    cut = s[order[n_rev - 1]]
+    above = s > cut
+    group = s == cut
+    free = n_rev - int(above.sum())
+    return float(w[above].sum() + w[group].sum() * free / group.sum())
+
+
+def recall_at_budget(scores: Any, wrong: Any, budget: float,
+                     ties: Literal["stable", "average"] = "stable") -> float:
+    """Share of the wrong decisions among the :func:`review_size` highest scores.
+
+    :func:`errors_caught` divided by the number of wrong decisions; NaN when there is none.
+    A review in random order catches ``review_size(budget, n) / n`` of them in expectation.
+
+    Parameters
+    ----------
+    scores, wrong, budget, ties
+        As in :func:`errors_caught`.
+
+    Returns
+    -------
+    float
+    """
+    caught = errors_caught(scores, wrong, budget, ties)
+    n_wrong = int(np.asarray(wrong, dtype=bool).sum())
+    return float(caught / n_wrong) if n_wrong else float("nan")
 
 
 @dataclass(frozen=True)

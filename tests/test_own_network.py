@@ -15,7 +15,6 @@ import cbdt
 from cbdt import torch as ct
 from cbdt.book import plots
 from cbdt.book.experiments import own_network as own
-from cbdt.book.experiments.pjm_drift import caught_at_budget
 from cbdt.exceptions import InputError
 
 matplotlib.use("Agg")
@@ -151,12 +150,6 @@ def test_layer_fidelity_falls_back_to_min_norm_on_dead_units(split):
     assert not lf.loc["0", "reads_head"]
 
 
-def test_margins():
-    np.testing.assert_allclose(own.margins([[1.0, 3.0, 2.0], [0.0, 0.0, -1.0]]), [1.0, 0.0])
-    with pytest.raises(InputError):
-        own.margins([[1.0], [2.0]])
-
-
 # ---------------------------------------------------------------------- decisions shown
 def test_pick_queries_follows_its_rules():
     wrong = np.array([False, True, False, True, True])
@@ -217,14 +210,18 @@ def test_triage_table_hand_made():
 
 
 @pytest.mark.parametrize("seed", range(5))
-def test_triage_agrees_with_caught_at_budget(seed):
+def test_triage_agrees_with_the_review_curve(seed):
+    # triage_table (cbdt.metrics.errors_caught, closed form at the cut) against the review
+    # curve (expected_caught, tie group by tie group) at the same number of reviews
     rng = np.random.default_rng(seed)
     s = rng.integers(0, 6, size=57).astype(float)  # many ties
     w = rng.random(57) < 0.3
+    curve = own.expected_caught(s, w)
     for budget in (0.05, 0.1, 0.37, 1.0):
         tab = own.triage_table({"s": s}, w, budget=budget)
-        ref = caught_at_budget(s, w, budget, ties="average")
-        assert tab.loc["s", "caught_share"] == pytest.approx(ref)
+        r = int(tab.loc["s", "reviewed"])
+        assert r == int(np.ceil(round(budget * 57, 9)))
+        assert tab.loc["s", "caught"] == pytest.approx(curve[r], abs=1e-12)
 
 
 def test_review_curve_endpoints_and_monotone():

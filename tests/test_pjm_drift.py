@@ -18,7 +18,6 @@ import pytest
 from cbdt.book.experiments import pjm_drift as pdr
 from cbdt.datasets import pjm_bidding as pb
 from cbdt.exceptions import InputError
-from cbdt.metrics import roc_auc
 
 matplotlib.use("Agg")
 
@@ -130,54 +129,12 @@ def test_config_validation() -> None:
         pdr.PJMDriftConfig(budget=0.0)
 
 
-# ---------------------------------------------------------------------- the measures
-def test_caught_equals_a_hand_count() -> None:
-    scores = np.array([0.9, 0.1, 0.8, 0.3, 0.7, 0.2, 0.6, 0.5, 0.4, 0.0])
-    wrong = np.array([1, 1, 0, 0, 1, 0, 0, 0, 1, 0], dtype=bool)
-    # budget 0.3 of 10 -> the 3 highest scores 0.9, 0.8, 0.7 -> 2 of the 4 wrong ones
-    assert pdr.caught_at_budget(scores, wrong, 0.3) == 0.5
-    # budget 0.25 -> ceil(2.5) = 3, the same three
-    assert pdr.caught_at_budget(scores, wrong, 0.25) == 0.5
-    assert pdr.caught_at_budget(scores, wrong, 1.0) == 1.0
-    assert math.isnan(pdr.caught_at_budget(scores, np.zeros(10, bool), 0.3))
-
-
-def test_caught_budget_is_not_inflated_by_rounding() -> None:
-    # 0.1 * 30 is 3.0000000000000004 in floating point: still 3 reviewed
-    s = np.arange(30, 0, -1, dtype=float)
-    w = np.zeros(30, bool)
-    w[3] = True  # the 4th highest score
-    assert pdr.caught_at_budget(s, w, 0.1) == 0.0
-
-
-def test_caught_ties_stable_and_average() -> None:
-    scores = np.array([1.0, 0.0, 0.0, 0.0, 0.0, 0.0])
-    wrong = np.array([0, 0, 0, 1, 1, 0], dtype=bool)
-    # budget 0.5 -> 3 reviewed: the 1.0, then the two earliest zeros (positions 1, 2)
-    assert pdr.caught_at_budget(scores, wrong, 0.5, ties="stable") == 0.0
-    # average: 2 free places among 5 tied zeros, 2 wrong ones -> 2 * 2/5 / 2
-    assert pdr.caught_at_budget(scores, wrong, 0.5, ties="average") == pytest.approx(0.4)
-    # without ties both agree
-    s = np.array([0.3, 0.9, 0.1, 0.5])
-    w = np.array([1, 0, 1, 0], dtype=bool)
-    for b in (0.25, 0.5, 0.75, 1.0):
-        assert pdr.caught_at_budget(s, w, b) == pdr.caught_at_budget(s, w, b, ties="average")
-
-
 def test_risk_is_zero_exactly_when_the_top_k_agree(audit: pd.DataFrame) -> None:
     # eps -> 0 (the default): a unanimous top-k has risk exactly 0, so risk_nonzero is the
     # share of decisions with any disagreement, which can only lift the risk above 0.4
     assert pdr.PJMDriftConfig().eps == 0.0
     r = audit[audit["score"] == "risk"]
     assert ((r["risk_nonzero"] >= 0) & (r["risk_nonzero"] <= 1)).all()
-
-
-def test_auc_nan_handling() -> None:
-    s = np.array([0.2, 0.5, 0.9, 0.1])
-    assert math.isnan(pdr.auc_or_nan(s, np.zeros(4, bool)))
-    assert math.isnan(pdr.auc_or_nan(s, np.ones(4, bool)))
-    y = np.array([0, 1, 1, 0], dtype=bool)
-    assert pdr.auc_or_nan(s, y) == roc_auc(s, y) == 1.0
 
 
 # ---------------------------------------------------------------------- the audit

@@ -208,7 +208,7 @@ def test_cbdt_support_chunked_equals_eq1(problem: pb.BiddingProblem) -> None:
 def test_median_heuristic_and_bandwidth_rule(problem: pb.BiddingProblem) -> None:
     X, R = problem.X_train, problem.R_train
     assert pjm.median_heuristic(X) == pytest.approx(np.median(pdist(X)))  # n < sample size
-    choice = pjm.select_bandwidth(X, R, factors=(1.0, 0.5, 0.25), holdout=0.25, chunk=13)
+    choice = pjm.holdout_bandwidth(X, R, factors=(1.0, 0.5, 0.25), holdout=0.25, chunk=13)
     t = choice.table
     assert list(t["factor"]) == [1.0, 0.5, 0.25]
     assert choice.bandwidth == pytest.approx(t["bandwidth"][t["val_mse"].idxmin()])
@@ -219,7 +219,7 @@ def test_median_heuristic_and_bandwidth_rule(problem: pb.BiddingProblem) -> None
     Ubar = S @ R[:n_mem] / S.sum(axis=1, keepdims=True)
     assert t["val_mse"][1] == pytest.approx(((Ubar - R[n_mem:]) ** 2).mean(), rel=1e-4)
     with pytest.raises(InputError):
-        pjm.select_bandwidth(X, R, holdout=1.5)
+        pjm.holdout_bandwidth(X, R, holdout=1.5)
 
 
 # ---------------------------------------------------------------------- statistics

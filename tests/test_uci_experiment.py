@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
 import cbdt
+from cbdt import geometry
 from cbdt.book import plots
 from cbdt.book.experiments import uci
 from cbdt.datasets import ADULT_CATEGORIES, DEFAULT_CREDIT_COLUMNS
@@ -53,17 +54,17 @@ def _pair(rng, n1=300, n2=200, H=4, shift=0.7):
 @pytest.mark.parametrize("whiten", [True, False])
 def test_gram_mismatch_identical_memories_is_zero(rng, whiten):
     P = rng.normal(size=(200, 5))
-    assert uci.gram_mismatch(P, P, whiten=whiten) == pytest.approx(0.0, abs=1e-12)
+    assert geometry.gram_mismatch(P, P, whiten=whiten) == pytest.approx(0.0, abs=1e-12)
     # a permuted and duplicated copy has the same normalised Gram matrix
     Q = np.vstack([P, P])[rng.permutation(400)]
-    assert uci.gram_mismatch(P, Q, whiten=whiten) == pytest.approx(0.0, abs=1e-12)
+    assert geometry.gram_mismatch(P, Q, whiten=whiten) == pytest.approx(0.0, abs=1e-12)
 
 
 @pytest.mark.parametrize("whiten", [True, False])
 def test_gram_mismatch_symmetric_and_bounded(rng, whiten):
     P1, P2 = _pair(rng)
-    d12 = uci.gram_mismatch(P1, P2, whiten=whiten)
-    assert d12 == pytest.approx(uci.gram_mismatch(P2, P1, whiten=whiten), rel=1e-12)
+    d12 = geometry.gram_mismatch(P1, P2, whiten=whiten)
+    assert d12 == pytest.approx(geometry.gram_mismatch(P2, P1, whiten=whiten), rel=1e-12)
     assert 0.0 < d12 <= 1.0
 
 
@@ -71,28 +72,28 @@ def test_gram_mismatch_symmetric_and_bounded(rng, whiten):
 def test_gram_mismatch_scale_invariance(rng, c):
     P1, P2 = _pair(rng)
     # whitened: invariant under scaling, also with the intercept coordinate
-    assert uci.gram_mismatch(c * P1, c * P2) == pytest.approx(uci.gram_mismatch(P1, P2),
+    assert geometry.gram_mismatch(c * P1, c * P2) == pytest.approx(geometry.gram_mismatch(P1, P2),
                                                               rel=1e-9)
     # raw ratio: invariant under scaling only without the intercept coordinate
-    assert uci.gram_mismatch(c * P1, c * P2, whiten=False, intercept=False) == pytest.approx(
-        uci.gram_mismatch(P1, P2, whiten=False, intercept=False), rel=1e-9)
+    assert geometry.gram_mismatch(c * P1, c * P2, whiten=False, intercept=False) == pytest.approx(
+        geometry.gram_mismatch(P1, P2, whiten=False, intercept=False), rel=1e-9)
 
 
 def test_gram_mismatch_affine_invariance_only_when_whitened(rng):
     P1, P2 = _pair(rng)
     B, b = rng.normal(size=(4, 4)), rng.normal(size=4)
-    before = uci.gram_mismatch(P1, P2)
-    after = uci.gram_mismatch(P1 @ B.T + b, P2 @ B.T + b)
+    before = geometry.gram_mismatch(P1, P2)
+    after = geometry.gram_mismatch(P1 @ B.T + b, P2 @ B.T + b)
     assert after == pytest.approx(before, rel=1e-8)
-    raw_before = uci.gram_mismatch(P1, P2, whiten=False)
-    raw_after = uci.gram_mismatch(P1 @ B.T + b, P2 @ B.T + b, whiten=False)
+    raw_before = geometry.gram_mismatch(P1, P2, whiten=False)
+    raw_after = geometry.gram_mismatch(P1 @ B.T + b, P2 @ B.T + b, whiten=False)
     assert abs(raw_after - raw_before) > 1e-3
 
 
 def test_gram_mismatch_duplicating_cases_changes_nothing(rng):
     P1, P2 = _pair(rng)
-    d = uci.gram_mismatch(P1, P2)
-    assert uci.gram_mismatch(np.vstack([P1, P1, P1]), P2) == pytest.approx(d, rel=1e-10)
+    d = geometry.gram_mismatch(P1, P2)
+    assert geometry.gram_mismatch(np.vstack([P1, P1, P1]), P2) == pytest.approx(d, rel=1e-10)
 
 
 def test_gram_mismatch_hand_example():
@@ -100,24 +101,24 @@ def test_gram_mismatch_hand_example():
     P1 = np.array([[1.0, 0.0], [-1.0, 0.0]])
     P2 = np.array([[0.0, 2.0], [0.0, -2.0]])
     # raw, no intercept: G2 = diag(0, 4); ||G1 - G2|| = sqrt(17), norms 1 + 4
-    assert uci.gram_mismatch(P1, P2, whiten=False, intercept=False) == pytest.approx(
+    assert geometry.gram_mismatch(P1, P2, whiten=False, intercept=False) == pytest.approx(
         np.sqrt(17) / 5)
     # whitened by Gbar = diag(1/2, 2): C1 = diag(2, 0), C2 = diag(0, 2) -> sqrt(8) / 4
-    assert uci.gram_mismatch(P1, P2, intercept=False) == pytest.approx(np.sqrt(8) / 4)
+    assert geometry.gram_mismatch(P1, P2, intercept=False) == pytest.approx(np.sqrt(8) / 4)
 
 
 def test_normalized_gram_with_intercept():
     P = np.array([[1.0, 2.0], [3.0, 4.0]])
-    G = uci.normalized_gram(P)
+    G = geometry.normalized_gram(P)
     np.testing.assert_allclose(G, np.array([[5, 7, 2], [7, 10, 3], [2, 3, 1]]))
-    np.testing.assert_allclose(uci.normalized_gram(P, intercept=False), G[:2, :2])
+    np.testing.assert_allclose(geometry.normalized_gram(P, intercept=False), G[:2, :2])
 
 
 def test_gram_mismatch_rejects_singular_geometry():
     P = np.ones((10, 2))  # constant units: the average Gram matrix is singular
     with pytest.raises(InputError, match="singular"):
-        uci.gram_mismatch(P, 2 * P)
-    assert uci.gram_mismatch(P, P, whiten=False) == 0.0
+        geometry.gram_mismatch(P, 2 * P)
+    assert geometry.gram_mismatch(P, P, whiten=False) == 0.0
 
 
 def test_zero_mismatch_makes_the_union_probe_a_scalar_mixture(rng):
@@ -125,7 +126,7 @@ def test_zero_mismatch_makes_the_union_probe_a_scalar_mixture(rng):
     P1 = rng.normal(size=(150, 3))
     P2 = np.vstack([P1, P1])  # same normalised Gram matrix, twice the cases
     R1, R2 = rng.normal(size=(150, 2)), rng.normal(size=(300, 2)) + 1.0
-    assert uci.gram_mismatch(P1, P2) == pytest.approx(0.0, abs=1e-12)
+    assert geometry.gram_mismatch(P1, P2) == pytest.approx(0.0, abs=1e-12)
     X = rng.normal(size=(50, 3))
     Q1 = cbdt.CaseInfluence(intercept=True).fit(P1, R1).scores(X)
     Q2 = cbdt.CaseInfluence(intercept=True).fit(P2, R2).scores(X)
@@ -234,16 +235,16 @@ def test_median_distance_hand_example():
         uci.median_distance(np.zeros((5, 2)))
 
 
-def test_select_bandwidth_prefers_local_kernels_on_local_structure(rng):
+def test_select_multiple_prefers_local_kernels_on_local_structure(rng):
     X = rng.uniform(-3, 3, size=(600, 2))
     best = (np.floor(X[:, 0]) + np.floor(X[:, 1])).astype(int) % 3  # a checkerboard
     R = np.eye(3)[best] + 0.01 * rng.normal(size=(600, 3))
-    mult, table = uci.select_bandwidth(X, R, (1 / 16, 1 / 4, 1.0), n_validation=200, seed=0)
+    mult, table = uci.select_multiple(X, R, (1 / 16, 1 / 4, 1.0), n_validation=200, seed=0)
     assert list(table.columns) == ["multiple", "bandwidth", "mean_return", "chosen"]
     assert table["chosen"].sum() == 1 and mult == table.loc[table["chosen"], "multiple"].item()
     assert mult < 1.0
     assert table["mean_return"].iloc[-1] < table["mean_return"].max()
-    mult2, table2 = uci.select_bandwidth(X, R, (1 / 16, 1 / 4, 1.0), n_validation=200, seed=0)
+    mult2, table2 = uci.select_multiple(X, R, (1 / 16, 1 / 4, 1.0), n_validation=200, seed=0)
     assert mult2 == mult and table2.equals(table)
 
 

@@ -56,6 +56,7 @@ import pandas as pd
 
 from cbdt._validation import as_float_matrix, check_nonnegative_scalar
 from cbdt.audit import audit_signals
+from cbdt.decision import decision_margin
 from cbdt.exceptions import DegenerateAuditWarning, InputError, RankDeficientError
 from cbdt.metrics import mean_ci_finite, roc_auc
 from cbdt.models import CaseNetwork, ProbeFidelity
@@ -340,8 +341,7 @@ def classifier_run(
     phi = net.represent(X_te)
     Qnn = fid.network_scores
     decision = np.argmax(Qnn, axis=1)
-    srt = np.sort(Qnn, axis=1)
-    margin = srt[:, -1] - srt[:, -2]
+    margin = decision_margin(Qnn)
     cols: dict[str, np.ndarray] = {}
     warned: dict[str, bool] = {}
     for rank_by in ("contribution", "coefficient"):
@@ -374,11 +374,10 @@ def classifier_run(
 
 def _auc(score: np.ndarray, wrong: np.ndarray, atol: float) -> tuple[float, float, str]:
     """(auc, auc_raw, note): AUC NaN where it is undefined, raw roc_auc value kept."""
-    n_wrong = int(wrong.sum())
-    if n_wrong == 0 or n_wrong == wrong.size:
-        what = "no" if n_wrong == 0 else "every"
+    raw = roc_auc(score, wrong, single_class="nan")
+    if np.isnan(raw):
+        what = "no" if not wrong.any() else "every"
         return np.nan, np.nan, f"AUC undefined: {what} test decision is wrong"
-    raw = roc_auc(score, wrong)
     if np.ptp(score) <= atol:
         return np.nan, raw, (
             f"AUC undefined: the score is constant on the test set (range <= constant_atol = "

@@ -77,7 +77,7 @@ import pandas as pd
 from threadpoolctl import threadpool_limits
 
 from cbdt.audit import audit_signals
-from cbdt.decision import kernel_supports
+from cbdt.decision import decision_margin, kernel_supports
 from cbdt.exceptions import InputError
 from cbdt.influence import CaseInfluence
 from cbdt.metrics import mean_ci_finite, paired_test, roc_auc
@@ -265,12 +265,6 @@ def _kth_neighbour_distance(Phi_q: np.ndarray, Phi_train: np.ndarray, k: int) ->
     return out
 
 
-def _auc(score: np.ndarray, wrong: np.ndarray) -> float:
-    if wrong.all() or not wrong.any():
-        return float("nan")
-    return roc_auc(score, wrong)
-
-
 def _seed_tables(
     seed: int, levels: list[float], shifts: list[str], cfg: DriftConfig, score_names: list[str]
 ):
@@ -297,8 +291,7 @@ def _seed_tables(
             else:
                 S = probe.scores(Phi)
             decision = np.argmax(S, axis=1)
-            srt = np.sort(S, axis=1)
-            margin = srt[:, -1] - srt[:, -2]
+            margin = decision_margin(S)
             if cfg.wrong == "truth":
                 target = data.decide(X)
             else:
@@ -330,7 +323,7 @@ def _seed_tables(
                         "level": level,
                         "seed": seed,
                         "score": name,
-                        "auc": _auc(scores[name], wrong),
+                        "auc": roc_auc(scores[name], wrong, single_class="nan"),
                         "error_rate": float(wrong.mean()),
                         "n_wrong": int(wrong.sum()),
                         "n_queries": int(wrong.size),

@@ -25,7 +25,7 @@ Review
     A reviewer checks the ``ceil(budget * m)`` test decisions with the highest score (risk,
     or minus the margin). Tied scores are ordered uniformly at random and the *expected*
     number of caught errors is computed exactly (no random numbers are drawn), as in
-    :func:`cbdt.book.experiments.pjm_drift.caught_at_budget` with ``ties="average"``. A random
+    :func:`cbdt.metrics.errors_caught` with ``ties="average"``. A random
     review of ``r`` of ``m`` decisions catches ``n_wrong * r / m`` errors in expectation.
 Supporting and opposing cases
     For the audited action :math:`a_x`, the cases with the largest positive and the most
@@ -38,7 +38,6 @@ Supporting and opposing cases
 from __future__ import annotations
 
 import copy
-import math
 import numbers
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -52,6 +51,7 @@ from torch import nn
 from cbdt import torch as ct
 from cbdt._validation import as_float_matrix, check_positive_int
 from cbdt.exceptions import InputError
+from cbdt.metrics import errors_caught, review_size
 from cbdt.models import set_determinism, torch_dtype
 from cbdt.returns import label_positions, returns_from_labels
 
@@ -69,7 +69,6 @@ __all__ = [
     "with_readout",
     "network_scores",
     "prop1_residual",
-    "margins",
     "pick_queries",
     "case_gallery",
     "expected_caught",
@@ -407,24 +406,6 @@ def prop1_residual(model: nn.Module, probe: ct.TorchCaseInfluence, X: Any) -> di
     }
 
 
-def margins(scores: Any) -> np.ndarray:
-    """Best minus second-best score per row (the network's margin).
-
-    Parameters
-    ----------
-    scores : array-like of shape (m, |A|), |A| >= 2
-
-    Returns
-    -------
-    ndarray of shape (m,)
-    """
-    S = as_float_matrix("scores", scores)
-    if S.shape[1] < 2:
-        raise InputError("scores need at least two actions for a margin.")
-    s = np.sort(S, axis=1)
-    return s[:, -1] - s[:, -2]
-
-
 # ---------------------------------------------------------------------- decisions shown
 def pick_queries(wrong: Any, margin: Any, risk: Any) -> pd.DataFrame:
     """The test decisions the chapter opens, by fixed rules (ties: lowest position).
@@ -524,12 +505,6 @@ def case_gallery(probe: Any, phi: Any, action: int, runner_up: int | None = None
 
 
 # ---------------------------------------------------------------------- triage
-def _n_review(budget: float, m: int) -> int:
-    if not (isinstance(budget, numbers.Real) and 0 < budget <= 1):
-        raise InputError(f"budget must lie in (0, 1], got {budget!r}.")
-    return int(math.ceil(round(budget * m, 9)))  # 0.1 * 30 must give 3, not 4
-
-
 def _score_wrong(score: Any, wrong: Any) -> tuple[np.ndarray, np.ndarray]:
     s = np.asarray(score, dtype=np.float64)
     w = np.asarray(wrong, dtype=bool)
@@ -629,8 +604,8 @@ def triage_table(scores: Mapping[str, Any], wrong: Any, budget: float = 0.1) -> 
     """
     w = np.asarray(wrong, dtype=bool)
     m, n_wrong = w.size, int(w.sum())
-    r = _n_review(budget, m)
-    rows = [(name, float(expected_caught(s, w)[r])) for name, s in scores.items()]
+    r = review_size(budget, m)
+    rows = [(name, errors_caught(s, w, budget, ties="average")) for name, s in scores.items()]
     rows.append(("random review (expected)", n_wrong * r / m))
     return pd.DataFrame({
         "score": [name for name, _ in rows],

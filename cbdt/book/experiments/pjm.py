@@ -70,7 +70,14 @@ import pandas as pd
 from scipy.spatial.distance import cdist
 
 from cbdt.datasets.pjm_bidding import ACTIONS, BiddingProblem, MarketModel, pjm_bidding_problem
-from cbdt.decision import GaussianSimilarity, Memory, kernel_supports, median_distance, support
+from cbdt.decision import (
+    GaussianSimilarity,
+    Memory,
+    decision_margin,
+    median_distance,
+    select_bandwidth,
+    support,
+)
 from cbdt.exceptions import InputError, RankDeficientError
 from cbdt.influence import CaseInfluence
 from cbdt.metrics import format_mean_ci, mean_ci, pearson, summarize_seeds
@@ -86,7 +93,7 @@ __all__ = [
     "BandwidthChoice",
     "PJMRun",
     "median_heuristic",
-    "select_bandwidth",
+    "holdout_bandwidth",
     "cbdt_support",
     "pjm_run",
     "pjm_runs",
@@ -164,7 +171,7 @@ class PJMConfig:
 
 @dataclass(frozen=True)
 class BandwidthChoice:
-    """Result of :func:`select_bandwidth`.
+    """Result of :func:`holdout_bandwidth`.
 
     Attributes
     ----------
@@ -191,7 +198,7 @@ def median_heuristic(X: np.ndarray, n_sample: int = _SAMPLE, seed: int = 0) -> f
     return median_distance(X, n_sample=n_sample, seed=seed)
 
 
-def select_bandwidth(
+def holdout_bandwidth(
     X_train: np.ndarray,
     R_train: np.ndarray,
     *,
@@ -201,7 +208,10 @@ def select_bandwidth(
 ) -> BandwidthChoice:
     """Bandwidth of the CBDT similarity by chronological hold-out (module docstring).
 
-    The rows of ``X_train`` must be in time order. Ties go to the larger bandwidth.
+    The rows of ``X_train`` must be in time order: the last ``holdout`` share of them is the
+    validation span, the rest the memory, and :func:`cbdt.decision.select_bandwidth`
+    (``criterion="support_mse"``) keeps the factor of the median heuristic whose normalised
+    supports forecast the validation returns best. Ties go to the larger bandwidth.
     """
     X = np.asarray(X_train, dtype=float)
     R = np.asarray(R_train, dtype=float)
@@ -210,23 +220,14 @@ def select_bandwidth(
     n_mem = int(round((1 - holdout) * X.shape[0]))
     if n_mem < 1 or n_mem >= X.shape[0]:
         raise InputError("the hold-out split leaves no memory or no validation hours.")
-    Xm, Rm, Xv, Rv = X[:n_mem], R[:n_mem], X[n_mem:], R[n_mem:]
     h_med = median_heuristic(X)
     fac = np.asarray(sorted(set(float(f) for f in factors), reverse=True))
-    hs = h_med * fac
-    # normalised supports of the validation hours for every bandwidth at once, in chunks
-    cols = np.column_stack([Rm, np.ones(n_mem)])
-    U, _ = kernel_supports(Xv, Xm, cols, hs, chunk_size=chunk)  # (bandwidths, hours, |A|+1)
-    Ubar = U[..., :-1] / U[..., -1:]
-    sse = ((Ubar - Rv[None]) ** 2).sum(axis=(1, 2))
-    best_a = np.argmax(Ubar, axis=2)
-    ret = Rv[np.arange(Rv.shape[0])[None, :], best_a].sum(axis=1)
-    mse = sse / Rv.size
-    best = int(np.flatnonzero(mse == mse.min())[0])
-    table = pd.DataFrame(
-        {"factor": fac, "bandwidth": hs, "val_mse": mse, "val_return": ret / Xv.shape[0]}
-    )
-    return BandwidthChoice(float(hs[best]), h_med, table)
+    sel = select_bandwidth(X[:n_mem], R[:n_mem], X[n_mem:], R[n_mem:], h_med * fac,
+                           criterion="support_mse", chunk_size=chunk)
+    t = sel.table
+    table = pd.DataFrame({"factor": fac, "bandwidth": t["bandwidth"],
+                          "val_mse": t["support_mse"], "val_return": t["mean_return"]})
+    return BandwidthChoice(sel.bandwidth, h_med, table)
 
 
 def cbdt_support(
@@ -382,7 +383,7 @@ def build_run(problem: BiddingProblem, config: PJMConfig | None = None, seed: in
     tests use a synthetic load series). ``config``'s data fields are not used here.
     """
     config = PJMConfig() if config is None else config
-    bw = select_bandwidth(
+    bw = holdout_bandwidth(
         problem.X_train,
         problem.R_train,
         factors=config.bandwidth_factors,
@@ -499,15 +500,13 @@ def decision_agreement(runs: Iterable[PJMRun]) -> pd.DataFrame:
 def disagreement_profile(run: PJMRun) -> pd.DataFrame:
     """One row per test hour: loads, margins, both decisions and whether they agree."""
     Ubar = run.cbdt_average
-    srt = np.sort(Ubar, axis=1)
-    nsrt = np.sort(run.network_scores, axis=1)
     h = run.problem.hours.iloc[run.problem.n_train :]
     return pd.DataFrame(
         {
             "prev_load_mw": h["prev_load_mw"].to_numpy(),
             "load_mw": h["load_mw"].to_numpy(),
-            "cbdt_margin": srt[:, -1] - srt[:, -2],
-            "nn_margin": nsrt[:, -1] - nsrt[:, -2],
+            "cbdt_margin": decision_margin(Ubar),
+            "nn_margin": decision_margin(run.network_scores),
             "nn_action": run.nn_decision,
             "cbdt_action": run.cbdt_decision,
             "agree": run.nn_decision == run.cbdt_decision,

@@ -73,7 +73,7 @@ Per (seed, split, year, score)
     the year (descending score, ties broken by time order, earlier first; NaN without a
     wrong decision); random review catches ``n_review / n_queries`` (about ``budget``) in
     expectation. ``caught_ties``: the same recall with tied scores ordered uniformly at
-    random, computed exactly (:func:`caught_at_budget` with ``ties="average"``, the analogue
+    random, computed exactly (:func:`cbdt.metrics.recall_at_budget` with ``ties="average"``, the analogue
     of the AUC's ties-count-one-half). The two differ only for a score with ties across the
     review cut: for the risk score, when most decisions sit at 0, time order would review
     the earliest (January) hours of the year, a seasonal artefact, so ``caught_ties`` is
@@ -96,7 +96,6 @@ interval is NaN with fewer than two finite values.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -107,8 +106,9 @@ from scipy.special import ndtr
 
 from cbdt.audit import audit_signals
 from cbdt.datasets.pjm_bidding import BiddingProblem, MarketModel, make_bidding_problem
+from cbdt.decision import decision_margin
 from cbdt.exceptions import InputError
-from cbdt.metrics import mean_ci_finite, roc_auc
+from cbdt.metrics import mean_ci_finite, recall_at_budget, review_size, roc_auc
 from cbdt.models import ProbeFidelity
 
 from ..claims import Claim
@@ -121,8 +121,6 @@ __all__ = [
     "hour_years",
     "drift_split",
     "drift_problem",
-    "auc_or_nan",
-    "caught_at_budget",
     "drift_audit",
     "pjm_drift",
     "summarize_pjm_drift",
@@ -325,67 +323,6 @@ def drift_problem(
     )
 
 
-# ---------------------------------------------------------------------- the measures
-def auc_or_nan(scores: Any, labels: Any) -> float:
-    """:func:`cbdt.metrics.roc_auc`, or NaN when ``labels`` hold a single class."""
-    y = np.asarray(labels, dtype=bool)
-    if y.size == 0 or y.all() or not y.any():
-        return float("nan")
-    return roc_auc(np.asarray(scores, dtype=np.float64), y)
-
-
-def _n_review(budget: float, n: int) -> int:
-    # round first: 0.1 * 30 is 3.0000000000000004 in floating point, and ceil would give 4
-    return int(math.ceil(round(budget * n, 9)))
-
-
-def caught_at_budget(
-    scores: Any, wrong: Any, budget: float, ties: Literal["stable", "average"] = "stable"
-) -> float:
-    """Share of the wrong decisions among the top ``ceil(budget * n)`` scores (recall).
-
-    Decisions are ranked by descending score. NaN when there is no wrong decision.
-
-    Parameters
-    ----------
-    scores : array-like of shape (n,)
-        High = review first.
-    wrong : array-like of bool of shape (n,)
-    budget : float
-        Share of the decisions reviewed, in (0, 1].
-    ties : {"stable", "average"}, default "stable"
-        ``"stable"``: tied scores keep the input (time) order, earlier first.
-        ``"average"``: the exact expected recall when tied scores are ordered uniformly at
-        random: of the tie group that straddles the review cut, each member is reviewed with
-        probability (free places) / (group size). No random numbers are drawn.
-
-    Returns
-    -------
-    float
-    """
-    s = np.asarray(scores, dtype=np.float64)
-    w = np.asarray(wrong, dtype=bool)
-    if s.shape != w.shape or s.ndim != 1:
-        raise InputError(f"scores and wrong must be 1-D of one length, got {s.shape}, {w.shape}.")
-    if not 0 < budget <= 1:
-        raise InputError(f"budget must lie in (0, 1], got {budget!r}.")
-    if ties not in ("stable", "average"):
-        raise InputError(f"ties must be 'stable' or 'average', got {ties!r}.")
-    n_wrong = int(w.sum())
-    if n_wrong == 0:
-        return float("nan")
-    n_rev = _n_review(budget, s.size)
-    order = np.argsort(-s, kind="stable")
-    if ties == "stable":
-        return float(w[order[:n_rev]].sum() / n_wrong)
-    cut = s[order[n_rev - 1]]
-    above = s > cut
-    group = s == cut
-    free = n_rev - int(above.sum())
-    caught = w[above].sum() + w[group].sum() * free / group.sum()
-    return float(caught / n_wrong)
-
-
 # ---------------------------------------------------------------------- one seed
 def _year_rows(
     seed: int,
@@ -410,7 +347,7 @@ def _year_rows(
             "split": split,
             "year": int(y),
             "n_queries": n,
-            "n_review": _n_review(budget, n),
+            "n_review": review_size(budget, n),
             "n_wrong": int(w.sum()),
             "error_rate": float(w.mean()),
             "n_wrong_expost": int(we.sum()),
@@ -426,11 +363,11 @@ def _year_rows(
                 {
                     **base,
                     "score": name,
-                    "auc": auc_or_nan(s, w),
-                    "caught": caught_at_budget(s, w, budget),
-                    "caught_ties": caught_at_budget(s, w, budget, ties="average"),
-                    "auc_expost": auc_or_nan(s, we),
-                    "caught_expost": caught_at_budget(s, we, budget),
+                    "auc": roc_auc(s, w, single_class="nan"),
+                    "caught": recall_at_budget(s, w, budget),
+                    "caught_ties": recall_at_budget(s, w, budget, ties="average"),
+                    "auc_expost": roc_auc(s, we, single_class="nan"),
+                    "caught_expost": recall_at_budget(s, we, budget),
                 }
             )
     return rows
@@ -494,8 +431,7 @@ def drift_audit(
 
     nn = fid.network_scores
     decision = np.argmax(nn, axis=1)
-    srt = np.sort(nn, axis=1)
-    nn_margin = srt[:, -1] - srt[:, -2]
+    nn_margin = decision_margin(nn)
     audit = {
         rank_by: audit_signals(
             fid.probe,

@@ -59,7 +59,7 @@ Sub-memories (Default Credit; App. C.5-C.6)
 ``SEX`` (1 = male vs 2 = female), ``EDUCATION`` (1-2 = graduate school or university vs all
 other codes) and recent delinquency ``PAY_0 >= 2``. For each split:
 
-Gram mismatch (:func:`gram_mismatch`)
+Gram mismatch (:func:`cbdt.geometry.gram_mismatch`)
     On the network representation with the probe's constant coordinate,
     :math:`\\tilde\\varphi = (\\varphi, 1)`, let :math:`\\hat G_k = \\tilde\\Phi_k^\\top
     \\tilde\\Phi_k / n_k` be each sub-memory's normalised Gram matrix and
@@ -104,7 +104,6 @@ from typing import Any, Literal, NamedTuple
 
 import numpy as np
 import pandas as pd
-from scipy import linalg
 
 from cbdt.datasets import (
     adult_features,
@@ -114,10 +113,11 @@ from cbdt.datasets import (
     load_adult,
     load_default_credit,
 )
-from cbdt.decision import kernel_supports, median_distance
+from cbdt.decision import decision_margin, kernel_supports, median_distance, select_bandwidth
 from cbdt.exceptions import InputError
+from cbdt.geometry import gram_distance, normalized_gram
 from cbdt.influence import CaseInfluence
-from cbdt.metrics import mean_ci
+from cbdt.metrics import mean_ci, mean_ci_finite
 from cbdt.models import CaseNetwork
 
 from ..claims import TRAINED_TOLERANCE, ChapterClaims, Claim, fmt, interval_status
@@ -144,12 +144,9 @@ __all__ = [
     "default_credit_task",
     "median_distance",
     "kernel_supports",
-    "select_bandwidth",
+    "select_multiple",
     "default_credit_submemories",
-    "normalized_gram",
-    "gram_mismatch",
     "combination_axiom",
-    "decision_margin",
     "label_approval_accuracy",
     "run_tasks",
     "uci_audit",
@@ -516,7 +513,7 @@ def default_credit_submemories(frame: pd.DataFrame) -> dict[str, np.ndarray]:
 # ---------------------------------------------------------------------------
 
 
-def select_bandwidth(
+def select_multiple(
     X: Any,
     R: Any,
     multiples: Sequence[float] = BANDWIDTH_MULTIPLES,
@@ -529,9 +526,10 @@ def select_bandwidth(
     """Choose the CBDT bandwidth multiple by held-out realised return (the book's rule).
 
     ``n_validation`` training rows, drawn with ``numpy.random.default_rng(seed)``, are taken
-    out of the memory; each gets the CBDT decision (eq. 2) from the remaining rows for every
-    bandwidth ``multiple * median``; the multiple with the largest mean realised return
-    :math:`r_i(a^*(x_i))` is chosen, ties going to the larger multiple.
+    out of the memory; :func:`cbdt.decision.select_bandwidth` (``criterion="mean_return"``)
+    gives each the CBDT decision (eq. 2) from the remaining rows for every bandwidth
+    ``multiple * median`` and keeps the multiple with the largest mean realised return
+    :math:`r_i(a^*(x_i))`, ties going to the larger multiple.
 
     Returns
     -------
@@ -548,38 +546,14 @@ def select_bandwidth(
     med = median_distance(X) if median is None else float(median)
     k = min(int(n_validation), n // 2)
     if k < 1:
-        raise InputError("select_bandwidth needs at least 2 training rows.")
+        raise InputError("select_multiple needs at least 2 training rows.")
     val = np.random.default_rng(seed).choice(n, k, replace=False)
     mem = np.ones(n, dtype=bool)
     mem[val] = False
-    U, _ = kernel_supports(X[val], X[mem], R[mem], mult * med, chunk_size=chunk_size)
-    acts = U.argmax(axis=2)  # (B, k)
-    value = R[val][np.arange(k)[None, :], acts].mean(axis=1)
-    best = np.flatnonzero(value >= value.max() - 1e-12)
-    chosen = int(best[np.argmax(mult[best])])
-    table = pd.DataFrame({
-        "multiple": mult,
-        "bandwidth": mult * med,
-        "mean_return": value,
-        "chosen": np.arange(mult.size) == chosen,
-    })
-    return float(mult[chosen]), table
-
-
-def decision_margin(scores: Any, action: Any | None = None) -> np.ndarray:
-    """``scores[x, a] - max_{b != a} scores[x, b]`` for ``a`` = ``action`` (default: argmax).
-
-    Positive when ``a`` is the unique best action, negative when another action beats it.
-    """
-    S = np.asarray(scores, dtype=np.float64)
-    if S.ndim != 2 or S.shape[1] < 2:
-        raise InputError(f"scores must be (m, |A|) with |A| >= 2, got {S.shape}.")
-    a = S.argmax(axis=1) if action is None else np.asarray(action, dtype=np.int64)
-    rows = np.arange(S.shape[0])
-    own = S[rows, a]
-    other = S.copy()
-    other[rows, a] = -np.inf
-    return own - other.max(axis=1)
+    sel = select_bandwidth(X[mem], R[mem], X[val], R[val], mult * med,
+                           criterion="mean_return", chunk_size=chunk_size)
+    table = sel.table.assign(multiple=mult)[["multiple", "bandwidth", "mean_return", "chosen"]]
+    return float(mult[table["chosen"].to_numpy()][0]), table
 
 
 def label_approval_accuracy(actions: Any, y: Any, *, good_label: int, reject_action: int = 0
@@ -600,60 +574,6 @@ def _optimal_set_accuracy(actions: np.ndarray, R_exact: np.ndarray, tol: float =
 # ---------------------------------------------------------------------------
 # sub-memory definitions
 # ---------------------------------------------------------------------------
-
-
-def normalized_gram(Phi: Any, *, intercept: bool = True) -> np.ndarray:
-    """:math:`\\tilde\\Phi^\\top\\tilde\\Phi / n` with :math:`\\tilde\\Phi = [\\Phi, 1]` (or
-    :math:`\\Phi` when ``intercept=False``), in float64."""
-    P = np.asarray(Phi, dtype=np.float64)
-    if P.ndim != 2 or P.shape[0] == 0:
-        raise InputError(f"Phi must be a non-empty (n, H) array, got shape {P.shape}.")
-    if intercept:
-        P = np.hstack([P, np.ones((P.shape[0], 1))])
-    return P.T @ P / P.shape[0]
-
-
-def gram_mismatch(Phi1: Any, Phi2: Any, *, intercept: bool = True, whiten: bool = True) -> float:
-    """Gram mismatch of two sub-memories (the book's definition, see the module docstring).
-
-    Parameters
-    ----------
-    Phi1, Phi2 : array-like of shape (n1, H), (n2, H)
-        Representations of the two sub-memories' cases.
-    intercept : bool, default=True
-        Append the probe's constant coordinate.
-    whiten : bool, default=True
-        ``True``: :math:`\\lVert C_1 - C_2\\rVert_F / (\\lVert C_1\\rVert_F +
-        \\lVert C_2\\rVert_F)` with :math:`C_k = \\bar G^{-1/2}\\hat G_k\\bar G^{-1/2}` and
-        :math:`\\bar G = (\\hat G_1 + \\hat G_2)/2` (invariant under invertible
-        reparameterisations). ``False``: the same ratio on the raw :math:`\\hat G_k`.
-
-    Returns
-    -------
-    float in [0, 1]
-    """
-    G1 = normalized_gram(Phi1, intercept=intercept)
-    G2 = normalized_gram(Phi2, intercept=intercept)
-    if G1.shape != G2.shape:
-        raise InputError(f"Phi1 and Phi2 have different widths: {G1.shape} vs {G2.shape}.")
-    return _mismatch(G1, G2, whiten=whiten)
-
-
-def _mismatch(G1: np.ndarray, G2: np.ndarray, *, whiten: bool) -> float:
-    if whiten:
-        w, U = linalg.eigh(0.5 * (G1 + G2))
-        if w[0] <= w[-1] * 1e-12:
-            raise InputError(
-                "the average normalised Gram matrix is singular (condition number "
-                f"{w[-1] / max(w[0], 1e-300):.3g}): the representation has (near-)constant or "
-                "duplicated units; the whitened mismatch is undefined. Use whiten=False."
-            )
-        W = (U / np.sqrt(w)) @ U.T
-        C1, C2 = W @ G1 @ W, W @ G2 @ W
-    else:
-        C1, C2 = G1, G2
-    den = np.linalg.norm(C1) + np.linalg.norm(C2)
-    return float(np.linalg.norm(C1 - C2) / den) if den > 0 else 0.0
 
 
 class A2Result(NamedTuple):
@@ -772,8 +692,8 @@ def _submemory_rows(run: UCIRun, U_scaled: np.ndarray, A: int) -> pd.DataFrame:
             "n_2": n2,
             "label_rate_1": float(task.y_train[mask].mean()),
             "label_rate_2": float(task.y_train[~mask].mean()),
-            "gram_mismatch": _mismatch(G1, G2, whiten=True),
-            "gram_mismatch_raw": _mismatch(G1, G2, whiten=False),
+            "gram_mismatch": gram_distance(G1, G2, whiten=True),
+            "gram_mismatch_raw": gram_distance(G1, G2, whiten=False),
             "a2_cbdt": cb.pairs,
             "a2_cbdt_top": cb.top,
             "a2_ols": ols.pairs,
@@ -812,7 +732,7 @@ def run_tasks(tasks: Sequence[UCITask], config: UCIConfig | None = None) -> list
         for i in idx:
             t, r = tasks[i], runs[i]
             r.median_distance = med
-            r.bandwidth_multiple, r.validation = select_bandwidth(
+            r.bandwidth_multiple, r.validation = select_multiple(
                 t.X_train, t.R_train, mult, median=med, n_validation=cfg.n_validation,
                 seed=t.seed, chunk_size=cfg.chunk_size,
             )
@@ -935,16 +855,6 @@ def uci_audit(
 # ---------------------------------------------------------------------------
 
 
-def _mean_ci_finite(values: Any) -> tuple[float, float]:
-    v = np.asarray(values, dtype=np.float64)
-    v = v[np.isfinite(v)]
-    if v.size == 0:
-        return float("nan"), float("nan")
-    if v.size == 1:
-        return float(v[0]), float("nan")
-    return mean_ci(v)
-
-
 def summarize(df: pd.DataFrame, columns: Sequence[str], by: str | list[str] | None = None
               ) -> pd.DataFrame:
     """Mean and 95% CI half-width over seeds of ``columns`` (optionally per group ``by``).
@@ -960,7 +870,7 @@ def summarize(df: pd.DataFrame, columns: Sequence[str], by: str | list[str] | No
         vals = key if isinstance(key, tuple) else (key,)
         row = dict(zip(keys, vals, strict=True))
         for c in columns:
-            row[f"{c}_mean"], row[f"{c}_ci"] = _mean_ci_finite(g[c].to_numpy())
+            row[f"{c}_mean"], row[f"{c}_ci"], _ = mean_ci_finite(g[c].to_numpy())
         row["n"] = len(g)
         rows.append(row)
     return pd.DataFrame(rows)
