@@ -56,7 +56,7 @@ class CaseInfluence(CaseQueryMixin, ParamsMixin):
     intercept : bool, default=False
         Absorb a constant coordinate into :math:`\\varphi` (Sec. 2.2). The intercept is not
         penalised by ``ridge``.
-    solver : {"auto", "cholesky", "lstsq"}, default="auto"
+    solver : {"auto", "cholesky", "lstsq", "cholesky_or_lstsq"}, default="auto"
         ``"cholesky"`` solves with the triangular factor :math:`R_\\lambda` of a QR of
         :math:`[\\Phi;\\ \\sqrt\\lambda M^{1/2}]` (:math:`R_\\lambda^\\top R_\\lambda = G +
         \\lambda M`, the Cholesky factor, computed without forming :math:`G`) and raises
@@ -67,7 +67,10 @@ class CaseInfluence(CaseQueryMixin, ParamsMixin):
         (:math:`\\alpha = \\Phi G^{+}\\varphi(x)`, the minimum-norm solution of
         :math:`\\Phi^\\top\\beta = \\varphi(x)`). ``"auto"`` resolves to ``"cholesky"``:
         Proposition 1 assumes full column rank, so a rank-deficient memory is reported rather
-        than silently answered by another estimator. The resolved solver is in ``solver_``.
+        than silently answered by another estimator. ``"cholesky_or_lstsq"`` asks for that
+        answer: ``"cholesky"`` where it applies, else ``"lstsq"`` (no error, no warning; the
+        choice of a study that records which solver each fit used). The resolved solver is in
+        ``solver_``.
     ridge_metric : array-like of shape (H, H), optional
         Symmetric positive semi-definite metric :math:`M` of the penalty
         :math:`\\lambda v^\\top M v`; default :math:`I_H`. After a reparameterisation
@@ -193,7 +196,7 @@ class CaseInfluence(CaseQueryMixin, ParamsMixin):
         self,
         ridge: float = 0.0,
         intercept: bool = False,
-        solver: Literal["auto", "cholesky", "lstsq"] = "auto",
+        solver: Literal["auto", "cholesky", "lstsq", "cholesky_or_lstsq"] = "auto",
         ridge_metric: Any = None,
         *,
         max_condition: float = 1e12,
@@ -301,9 +304,10 @@ class CaseInfluence(CaseQueryMixin, ParamsMixin):
         """
         ridge = check_nonnegative_scalar("ridge", self.ridge)
         self._check_tunables()
-        if self.solver not in ("auto", "cholesky", "lstsq"):
+        if self.solver not in ("auto", "cholesky", "lstsq", "cholesky_or_lstsq"):
             raise InputError(
-                f"solver must be 'auto', 'cholesky' or 'lstsq', got {self.solver!r}."
+                "solver must be 'auto', 'cholesky', 'lstsq' or 'cholesky_or_lstsq', got "
+                f"{self.solver!r}."
             )
         if self.factorization not in ("auto", "householder_tsqr"):
             raise InputError(
@@ -384,20 +388,23 @@ class CaseInfluence(CaseQueryMixin, ParamsMixin):
             Tf = qr_r(np.vstack([Tf, np.hstack([L, np.zeros((H, R.shape[1]))])]))[:Hp]
         Rf, Cf = np.ascontiguousarray(Tf[:, :Hp]), np.ascontiguousarray(Tf[:, Hp:])
 
-        solver = "cholesky" if self.solver == "auto" else self.solver
+        solver = "lstsq" if self.solver == "lstsq" else "cholesky"
         if solver == "cholesky":
             sv = linalg.svdvals(Rf, check_finite=False)
         else:
             Uf, sv, Wt = linalg.svd(Rf, check_finite=False)
         # singular values of [Phi; sqrt(lam) M^1/2] give rank and condition number
-        tol = float(sv[0]) * max(n, Hp) * _EPS
-        rank = int(np.sum(sv > tol))
+        tol, rank, cond = self._rank_cond(sv, n, Hp)
+        if solver == "cholesky" and self.solver == "cholesky_or_lstsq" and (
+                rank < Hp or cond > self.max_condition):
+            solver = "lstsq"  # the same diagnosis as solver="lstsq" makes, from its own SVD
+            Uf, sv, Wt = linalg.svd(Rf, check_finite=False)
+            tol, rank, cond = self._rank_cond(sv, n, Hp)
         if L is None:
             rank_phi = rank
         else:  # rank_ is that of Phi (with the constant column), not of [Phi; sqrt(lam) M^1/2]
             sv0 = linalg.svdvals(R0, check_finite=False)
             rank_phi = int(np.sum(sv0 > float(sv0[0]) * max(n, Hp) * _EPS)) if sv0[0] > 0 else 0
-        cond = float((sv[0] / sv[-1]) ** 2) if sv[-1] > 0 else float("inf")  # of G + lam M
         if solver == "cholesky":
             if rank < Hp or cond > self.max_condition:
                 raise RankDeficientError(
@@ -867,6 +874,14 @@ class CaseInfluence(CaseQueryMixin, ParamsMixin):
             "or use CaseInfluence(solver='lstsq') for the minimum-norm coefficients, or remove "
             "constant/duplicated representation units."
         )
+
+    @staticmethod
+    def _rank_cond(sv: np.ndarray, n: int, Hp: int) -> tuple[float, int, float]:
+        """Rank tolerance, numerical rank and condition number of ``G + lam M`` from the
+        singular values of its factor."""
+        tol = float(sv[0]) * max(n, Hp) * _EPS
+        cond = float((sv[0] / sv[-1]) ** 2) if sv[-1] > 0 else float("inf")
+        return tol, int(np.sum(sv > tol)), cond
 
     def _check_fitted(self) -> None:
         if not hasattr(self, "_V"):

@@ -19,7 +19,7 @@ import copy
 import numbers
 import random
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any, Literal
 
 import numpy as np
@@ -33,6 +33,7 @@ torch = require("torch", "cbdt.models")
 nn = torch.nn
 
 __all__ = [
+    "NetworkConfig",
     "set_determinism",
     "CaseNetwork",
     "Checkpoint",
@@ -481,7 +482,7 @@ class CaseNetwork:
         R_train: Any,
         X_test: Any,
         ridge: float = 0.0,
-        solver: Literal["auto", "cholesky", "lstsq"] = "auto",
+        solver: Literal["auto", "cholesky", "lstsq", "cholesky_or_lstsq"] = "auto",
     ) -> ProbeFidelity:
         """OLS-probe fidelity :math:`\\rho_{recon}` of the trained network (Sec. 2.2, 5).
 
@@ -498,12 +499,14 @@ class CaseNetwork:
         X_test : array-like of shape (m, d)
         ridge : float, default=0.0
             Probe ridge (eq. 11); 0 is the OLS probe of Proposition 1.
-        solver : {"auto", "cholesky", "lstsq"}, default="auto"
+        solver : {"auto", "cholesky", "lstsq", "cholesky_or_lstsq"}, default="auto"
             Passed to :class:`~cbdt.influence.CaseInfluence`. ReLU representations often have
             dead units (zero columns of :math:`\\Phi`): ``"auto"`` then raises
-            :class:`~cbdt.exceptions.RankDeficientError` (the book records which solver it
-            used; :func:`cbdt.torch.probe_fidelity` falls back with a warning instead);
-            ``"lstsq"`` gives the minimum-norm readout.
+            :class:`~cbdt.exceptions.RankDeficientError` (:func:`cbdt.torch.probe_fidelity`
+            falls back with a warning instead); ``"lstsq"`` gives the minimum-norm readout;
+            ``"cholesky_or_lstsq"`` the exact OLS readout where :math:`\\Phi` has full column
+            rank, else the minimum-norm one, with the one used in ``probe.solver_`` (what the
+            book records per seed).
 
         Returns
         -------
@@ -515,6 +518,72 @@ class CaseNetwork:
             raise InputError(f"network must be a CaseNetwork, got {type(self).__name__}.")
         return network_fidelity(self, X_train, R_train, X_test, ridge=ridge, solver=solver,
                                  intercept=True, fallback=False, warn=False)
+
+
+@dataclass(frozen=True)
+class NetworkConfig:
+    """How a :class:`CaseNetwork` is built and trained, without its seed.
+
+    The book's experiments keep these settings among their own (data sizes, bandwidth grids);
+    :meth:`of` reads them from such a configuration and :meth:`build` makes the network, so
+    every chapter builds its networks the same way.
+
+    Attributes
+    ----------
+    hidden, activation, epochs, lr, batch_size, weight_decay, n_checkpoints, threads, dtype
+        As in :class:`CaseNetwork` (``n_checkpoints`` defaults to 1 here: the final network).
+    """
+
+    hidden: tuple[int, ...] = (64, 64)
+    activation: Literal["tanh", "relu"] = "tanh"
+    epochs: int = 1000
+    lr: float = 1e-2
+    batch_size: int | None = None
+    weight_decay: float = 0.0
+    n_checkpoints: int = 1
+    threads: int = 1
+    dtype: Literal["float64", "float32"] = "float64"
+
+    @classmethod
+    def of(cls, config: Any) -> NetworkConfig:
+        """The network settings of ``config``: its attributes named like this class's fields,
+        the defaults for the others.
+
+        Parameters
+        ----------
+        config : object
+            E.g. an experiment's configuration dataclass.
+
+        Returns
+        -------
+        NetworkConfig
+        """
+        return cls(**{f.name: getattr(config, f.name) for f in fields(cls)
+                      if hasattr(config, f.name)})
+
+    def build(self, seed: int, **changes: Any) -> CaseNetwork:
+        """The unfitted network of these settings, seeded with ``seed``.
+
+        Parameters
+        ----------
+        seed : int
+            Seed of the initialisation and the batch order.
+        **changes
+            Settings to replace for this network only (e.g. ``epochs=``, ``n_checkpoints=``).
+
+        Returns
+        -------
+        CaseNetwork
+        """
+        unknown = set(changes) - {f.name for f in fields(self)}
+        if unknown:
+            raise InputError(
+                f"unknown network settings {sorted(unknown)}; NetworkConfig has "
+                f"{[f.name for f in fields(self)]}."
+            )
+        kw = {f.name: getattr(self, f.name) for f in fields(self)} | changes
+        kw["hidden"] = tuple(kw["hidden"])
+        return CaseNetwork(**kw, seed=int(seed))
 
 
 def probe_fidelity(

@@ -169,3 +169,50 @@ def test_gram_mismatch_zero_for_one_geometry_and_bounded(rng) -> None:
 @pytest.fixture
 def rng():
     return np.random.default_rng(0)
+
+
+# ---------------------------------------------------------------------- solver fallback
+def test_cholesky_or_lstsq_is_cholesky_or_lstsq_exactly(rng) -> None:
+    import cbdt
+
+    Phi = rng.normal(size=(40, 5))
+    R = rng.normal(size=(40, 3))
+    x = rng.normal(size=(4, 5))
+    full = cbdt.CaseInfluence(solver="cholesky_or_lstsq").fit(Phi, R)
+    ref = cbdt.CaseInfluence(solver="cholesky").fit(Phi, R)
+    assert full.solver_ == "cholesky"
+    np.testing.assert_array_equal(full.coefficients(x), ref.coefficients(x))
+    deficient = np.hstack([Phi, Phi[:, :1] + Phi[:, 1:2]])  # rank 5 of 6 columns
+    xd = np.hstack([x, x[:, :1] + x[:, 1:2]])
+    with pytest.raises(cbdt.RankDeficientError):
+        cbdt.CaseInfluence().fit(deficient, R)
+    fb = cbdt.CaseInfluence(solver="cholesky_or_lstsq").fit(deficient, R)
+    mn = cbdt.CaseInfluence(solver="lstsq").fit(deficient, R)
+    assert fb.solver_ == "lstsq" and fb.rank_ == mn.rank_ == 5
+    np.testing.assert_array_equal(fb.coefficients(xd), mn.coefficients(xd))
+    np.testing.assert_array_equal(fb.readout_, mn.readout_)
+    with pytest.raises(InputError, match="cholesky_or_lstsq"):
+        cbdt.CaseInfluence(solver="qr").fit(Phi, R)
+
+
+# ---------------------------------------------------------------------- network settings
+def test_network_config_of_and_build() -> None:
+    pytest.importorskip("torch")
+    from dataclasses import dataclass
+
+    from cbdt.models import CaseNetwork, NetworkConfig
+
+    @dataclass(frozen=True)
+    class Experiment:
+        n_train: int = 10
+        hidden: tuple[int, ...] = (3,)
+        epochs: int = 2
+        lr: float = 0.05
+
+    cfg = NetworkConfig.of(Experiment())
+    assert cfg == NetworkConfig(hidden=(3,), epochs=2, lr=0.05)
+    net = cfg.build(4, epochs=5)
+    assert isinstance(net, CaseNetwork)
+    assert (net.hidden, net.epochs, net.lr, net.seed, net.n_checkpoints) == ((3,), 5, 0.05, 4, 1)
+    with pytest.raises(InputError, match="unknown network settings"):
+        cfg.build(0, width=3)

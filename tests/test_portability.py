@@ -56,11 +56,12 @@ def _synthetic(H: int | None = None) -> tuple[np.ndarray, str]:
 def _pjm() -> tuple[np.ndarray, str]:
     from cbdt.book.experiments import pjm
     from cbdt.datasets.pjm_bidding import pjm_bidding_problem
+    from cbdt.models import NetworkConfig
 
     c = pjm.PJMConfig()
     p = pjm_bidding_problem(0, n_train=c.n_train, n_test=c.n_test, window=c.window,
                             market=c.market)
-    net = pjm.build_network(c, 0).fit(p.X_train, p.R_train)
+    net = NetworkConfig.of(c).build(0).fit(p.X_train, p.R_train)
     return net.predict(p.X_test), "chapters 07, 09"
 
 

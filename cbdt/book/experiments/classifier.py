@@ -57,9 +57,9 @@ import pandas as pd
 from cbdt._validation import as_float_matrix, check_nonnegative_scalar
 from cbdt.audit import audit_signals
 from cbdt.decision import decision_margin
-from cbdt.exceptions import DegenerateAuditWarning, InputError, RankDeficientError
+from cbdt.exceptions import DegenerateAuditWarning, InputError
 from cbdt.metrics import mean_ci_finite, roc_auc
-from cbdt.models import CaseNetwork, ProbeFidelity
+from cbdt.models import CaseNetwork, NetworkConfig, ProbeFidelity
 from cbdt.returns import label_positions, returns_from_labels
 
 from ..claims import Claim, mean_ci_math
@@ -330,14 +330,9 @@ def classifier_run(
         X_tr, X_te = _standardize(X_tr, X_te)
     y_tr, y_te = lab[tr], lab[te]
     R = one_hot(y_tr, n_classes)
-    net = CaseNetwork(hidden=tuple(cfg.hidden), activation=cfg.activation, epochs=cfg.epochs,
-                      lr=cfg.lr, n_checkpoints=1, seed=int(seed)).fit(X_tr, R)
-    try:
-        fid = net.probe_fidelity(X_tr, R, X_te)
-        solver = "cholesky"
-    except RankDeficientError:
-        fid = net.probe_fidelity(X_tr, R, X_te, solver="lstsq")
-        solver = "lstsq"
+    net = NetworkConfig.of(cfg).build(seed).fit(X_tr, R)
+    fid = net.probe_fidelity(X_tr, R, X_te, solver="cholesky_or_lstsq")
+    solver = fid.probe.solver_
     phi = net.represent(X_te)
     Qnn = fid.network_scores
     decision = np.argmax(Qnn, axis=1)
@@ -582,9 +577,9 @@ def select_epochs(
             X_fit, X_val = _standardize(X_fit, X_val)
         R_fit = one_hot(lab[tr[fit_rel]], n_classes)
         R_val = one_hot(lab[tr[val_rel]], n_classes)
-        net = CaseNetwork(hidden=tuple(cfg.hidden), activation=cfg.activation,
-                          epochs=int(max_epochs), lr=cfg.lr,
-                          n_checkpoints=int(max_epochs // step), seed=int(seed)).fit(X_fit, R_fit)
+        net = NetworkConfig.of(cfg).build(
+            seed, epochs=int(max_epochs), n_checkpoints=int(max_epochs // step)
+        ).fit(X_fit, R_fit)
         for t, ck in enumerate(net.checkpoints_):
             P_val = net.predict(X_val, checkpoint=t)
             P_fit = net.predict(X_fit, checkpoint=t)

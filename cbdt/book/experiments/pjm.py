@@ -78,10 +78,10 @@ from cbdt.decision import (
     select_bandwidth,
     support,
 )
-from cbdt.exceptions import InputError, RankDeficientError
+from cbdt.exceptions import InputError
 from cbdt.influence import CaseInfluence
 from cbdt.metrics import format_mean_ci, mean_ci, pearson, summarize_seeds
-from cbdt.models import CaseNetwork
+from cbdt.models import CaseNetwork, NetworkConfig
 
 from ..claims import TRAINED_TOLERANCE, ChapterClaims, Claim, fmt, interval_status
 from ..claims import mean_ci_math as ci_md
@@ -336,26 +336,10 @@ def clear_cache() -> None:
     _CACHE.clear()
 
 
-def build_network(config: Any, seed: int) -> CaseNetwork:
-    """The unfitted PJM network of ``config`` (hidden widths, activation, epochs, lr, batch)."""
-    return CaseNetwork(
-        hidden=config.hidden,
-        activation=config.activation,
-        epochs=config.epochs,
-        lr=config.lr,
-        batch_size=config.batch_size,
-        n_checkpoints=1,
-        seed=int(seed),
-    )
-
-
 def fit_probe(net: CaseNetwork, X_train: np.ndarray, R_train: np.ndarray, X_query: np.ndarray):
     """:meth:`CaseNetwork.probe_fidelity`: OLS, minimum-norm (``lstsq``) if the representation is
     rank-deficient."""
-    try:
-        return net.probe_fidelity(X_train, R_train, X_query)
-    except RankDeficientError:
-        return net.probe_fidelity(X_train, R_train, X_query, solver="lstsq")
+    return net.probe_fidelity(X_train, R_train, X_query, solver="cholesky_or_lstsq")
 
 
 def pjm_run(seed: int, config: PJMConfig | None = None) -> PJMRun:
@@ -392,7 +376,7 @@ def build_run(problem: BiddingProblem, config: PJMConfig | None = None, seed: in
     U, mass = cbdt_support(problem.X_test, problem.X_train, problem.R_train, bw.bandwidth)
 
     t0 = time.perf_counter()
-    net = build_network(config, seed).fit(problem.X_train, problem.R_train)
+    net = NetworkConfig.of(config).build(seed).fit(problem.X_train, problem.R_train)
     fit_seconds = time.perf_counter() - t0
 
     fid = fit_probe(net, problem.X_train, problem.R_train, problem.X_test)

@@ -109,10 +109,10 @@ from cbdt.datasets.pjm_bidding import BiddingProblem, MarketModel, make_bidding_
 from cbdt.decision import decision_margin
 from cbdt.exceptions import InputError
 from cbdt.metrics import mean_ci_finite, recall_at_budget, review_size, roc_auc
-from cbdt.models import ProbeFidelity
+from cbdt.models import NetworkConfig, ProbeFidelity
 
 from ..claims import Claim
-from .pjm import PJMConfig, build_network, fit_probe
+from .pjm import PJMConfig, fit_probe
 
 __all__ = [
     "SCORES",
@@ -425,7 +425,7 @@ def drift_audit(
     X_q = np.vstack([problem.X_train[i_tr], problem.X_test[i_te]])
     pos = np.concatenate([i_tr, problem.n_train + i_te])  # positions in problem.hours
 
-    net = build_network(config, seed).fit(problem.X_train, problem.R_train)
+    net = NetworkConfig.of(config).build(seed).fit(problem.X_train, problem.R_train)
     fid: ProbeFidelity = fit_probe(net, problem.X_train, problem.R_train, X_q)
     Phi_q = net.represent(X_q)
 

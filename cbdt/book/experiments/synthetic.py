@@ -58,9 +58,9 @@ from cbdt.baselines import (
     fit_methods,
 )
 from cbdt.datasets.synthetic import SyntheticCBDT, make_synthetic_cbdt
-from cbdt.exceptions import InputError, RankDeficientError
+from cbdt.exceptions import InputError
 from cbdt.metrics import mean_ci, paired_test, pearson, summarize_seeds, topk_action_consistency
-from cbdt.models import CaseNetwork, ProbeFidelity
+from cbdt.models import CaseNetwork, NetworkConfig, ProbeFidelity
 
 from ..claims import TRAINED_TOLERANCE, ChapterClaims, Claim, interval_status
 from ..claims import mean_ci_math as _ci_md
@@ -203,20 +203,9 @@ def synthetic_run(seed: int, config: SyntheticConfig | None = None) -> Synthetic
     data = make_synthetic_cbdt(
         seed, n_train=cfg.n_train, n_test=cfg.n_test, noise=cfg.noise, bandwidth=cfg.bandwidth
     )
-    net = CaseNetwork(
-        hidden=cfg.hidden,
-        activation=cfg.activation,
-        epochs=cfg.epochs,
-        lr=cfg.lr,
-        n_checkpoints=cfg.n_checkpoints,
-        seed=seed,
-    ).fit(data.X_train, data.R_train)
-    try:
-        fid = net.probe_fidelity(data.X_train, data.R_train, data.X_test)
-        solver = "cholesky"
-    except RankDeficientError:
-        fid = net.probe_fidelity(data.X_train, data.R_train, data.X_test, solver="lstsq")
-        solver = "lstsq"
+    net = NetworkConfig.of(cfg).build(seed).fit(data.X_train, data.R_train)
+    fid = net.probe_fidelity(data.X_train, data.R_train, data.X_test, solver="cholesky_or_lstsq")
+    solver = fid.probe.solver_
     S = data.true_similarity(data.X_test)  # (m, n)
     gt = S[None, :, :] * data.R_train.T[:, None, :]
     run = SyntheticRun(

@@ -118,7 +118,7 @@ from cbdt.exceptions import InputError
 from cbdt.geometry import gram_distance, normalized_gram
 from cbdt.influence import CaseInfluence
 from cbdt.metrics import mean_ci, mean_ci_finite
-from cbdt.models import CaseNetwork
+from cbdt.models import CaseNetwork, NetworkConfig
 
 from ..claims import TRAINED_TOLERANCE, ChapterClaims, Claim, fmt, interval_status
 from ..claims import mean_ci_math as fmt_ci
@@ -638,16 +638,7 @@ def combination_axiom(U1: Any, U2: Any, U: Any) -> A2Result:
 
 def _fit_network(task: UCITask, cfg: UCIConfig) -> UCIRun:
     t0 = time.perf_counter()
-    net = CaseNetwork(
-        hidden=cfg.hidden,
-        activation=cfg.activation,
-        epochs=cfg.epochs,
-        lr=cfg.lr,
-        batch_size=cfg.batch_size,
-        n_checkpoints=1,
-        seed=task.seed,
-        threads=cfg.threads,
-    ).fit(task.X_train, task.R_train)
+    net = NetworkConfig.of(cfg).build(task.seed).fit(task.X_train, task.R_train)
     fit_seconds = time.perf_counter() - t0
     fid = net.probe_fidelity(task.X_train, task.R_train, task.X_test)
     ns = fid.network_scores
