@@ -10,8 +10,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from cbdt.book import claims
 from cbdt.book.claims import ChapterClaims
-from cbdt.book.experiments import classifier, drift, nystrom, pjm_drift, scaling
+from cbdt.book.experiments import classifier, drift, pjm_drift, scaling
 from cbdt.exceptions import InputError
 
 # ---------------------------------------------------------------------------------------
@@ -54,7 +55,7 @@ def _paired(cov=-0.24, var=-0.23, mean=-0.15, p=0.01, entropy_cov=None) -> pd.Da
 
 
 def _sens() -> pd.DataFrame:
-    idx = ["book default", "k = 5", drift._PROBE_VARIANT]
+    idx = ["book default", "k = 5", claims.ch09_drift.PROBE_VARIANT]
     return pd.DataFrame({
         "mean dAUC": [-0.155, -0.2, 0.225], "variance dAUC": [-0.235, -0.02, 0.27],
         "covariate dAUC": [-0.243, -0.1, 0.401], "error rate at max level": [0.198, 0.2, 0.51],
@@ -98,7 +99,7 @@ def _row(ch: ChapterClaims, start: str):
 
 
 def test_ch09_rows_statuses_and_table():
-    ch = drift.chapter_claims(_summary09(), _paired(), _sens(), _pjm_summary(),
+    ch = claims.ch09_drift.chapter_claims(_summary09(), _paired(), _sens(), _pjm_summary(),
                               _clf_summary(), drift.DriftConfig())
     assert ch.chapter == "09" and ch.title == "Risk score under distribution shift"
     cov = _row(ch, "C.4: from drift strength 2.0 on")
@@ -131,19 +132,19 @@ def test_ch09_rows_statuses_and_table():
 
 
 def test_ch09_statuses_flip_with_the_data():
-    ch = drift.chapter_claims(_summary09(), _paired(cov=0.1, var=0.05, mean=-0.3,
+    ch = claims.ch09_drift.chapter_claims(_summary09(), _paired(cov=0.1, var=0.05, mean=-0.3,
                                                     entropy_cov=0.1))
     assert _row(ch, "C.4: from drift").status == "agrees"
     assert _row(ch, "C.4: variance").status == "does not hold"
     assert _row(ch, "C.4: mean-shift").status == "does not hold"
     assert _row(ch, "Fig. C3").status == "agrees"
     # one significant level at p = 0.03 is not enough among three (Bonferroni: p < 0.05/3)
-    ch = drift.chapter_claims(_summary09(), _paired(p=0.03, entropy_cov=0.1))
+    ch = claims.ch09_drift.chapter_claims(_summary09(), _paired(p=0.03, entropy_cov=0.1))
     c3 = _row(ch, "Fig. C3")
     assert c3.status == "does not hold" and "$p<0.05/3$) at 0" in c3.book
     assert "Bonferroni" in c3.reason
     # negative but not significant: the margin is better on average only
-    ch = drift.chapter_claims(_summary09(), _paired(p=0.2))
+    ch = claims.ch09_drift.chapter_claims(_summary09(), _paired(p=0.2))
     assert _row(ch, "C.4: variance").status == "agrees in shape"
     assert _row(ch, "C.4: mean-shift").book.endswith("at 0 of 3 levels $\\ge 2$")
     # optional parts are left out without their results, and no reason points at them
@@ -152,30 +153,30 @@ def test_ch09_statuses_flip_with_the_data():
 
 
 def test_ch09_book_only_rows():
-    rows = pjm_drift.claim_rows(_pjm_summary())
+    rows = claims.ch09_drift.pjm_drift_rows(_pjm_summary())
     assert [r.status for r in rows] == ["book only", "book only"]
     assert "trained on 2002-2003, audited yearly 2004-2005, 3 seeds" in rows[0].claim
     assert rows[0].book.startswith("0.506 (risk), 0.723 (risk, top-10 by $\\lvert\\alpha\\rvert$)")
     assert "near chance" in rows[0].reason and "99.2%" in rows[0].reason
     assert "11% (risk)" in rows[1].book and "53% (margin)" in rows[1].book
-    assert "near chance" not in pjm_drift.claim_rows(_pjm_summary(risk_auc=0.7))[0].reason
-    (row,) = classifier.claim_rows(_clf_summary())
+    assert "near chance" not in claims.ch09_drift.pjm_drift_rows(_pjm_summary(risk_auc=0.7))[0].reason
+    (row,) = claims.ch09_drift.classifier_rows(_clf_summary())
     assert "constant (AUC undefined on 5 of 5 seeds)" in row.book
     assert "$0.923\\pm0.020$" in row.book and "$0.958\\pm0.025$" in row.book
     assert "all carry the audited label" in row.reason and "entropy 0 for" in row.reason
     clf = _clf_summary()
     clf.loc["risk (contribution)", "max_abs_entropy"] = 1.9e-10
-    (row,) = classifier.claim_rows(clf)
+    (row,) = claims.ch09_drift.classifier_rows(clf)
     assert "the entropy below $10^{-9}$ for every" in row.reason
-    (row,) = classifier.claim_rows(_clf_summary(defined=5))
+    (row,) = claims.ch09_drift.classifier_rows(_clf_summary(defined=5))
     assert "constant" not in row.book and "varies" in row.reason
     with pytest.raises(InputError):
-        classifier.claim_rows(pd.DataFrame({"auc_mean": [0.5]}))
+        claims.ch09_drift.classifier_rows(pd.DataFrame({"auc_mean": [0.5]}))
 
 
 def test_ch09_rejects_a_table_that_is_not_paired():
     with pytest.raises(InputError):
-        drift.chapter_claims(_summary09(), pd.DataFrame({"shift": ["mean"]}))
+        claims.ch09_drift.chapter_claims(_summary09(), pd.DataFrame({"shift": ["mean"]}))
 
 
 # ---------------------------------------------------------------------------------------
@@ -256,7 +257,7 @@ def _accuracy() -> pd.DataFrame:
 
 
 def test_ch10_rows_statuses_and_notes():
-    ch = nystrom.chapter_claims(_summary10(), _ranks(), _benchmarks(), _accuracy(),
+    ch = claims.ch10_nystrom.chapter_claims(_summary10(), _ranks(), _benchmarks(), _accuracy(),
                                 n_train=500)
     assert ch.chapter == "10" and ch.title == "Nyström scaling and exact audits at the limit"
     r32, r128 = _row(ch, "Top-30 overlap, $H = 32$"), _row(ch, "Top-30 overlap, $H = 128$")
@@ -296,32 +297,32 @@ def test_ch10_rows_statuses_and_notes():
 def test_ch10_accuracy_note_says_when_the_fit_exceeds_its_bound():
     acc = _accuracy()
     acc.loc[1, "cbdt_memmap"] = 11 * acc.loc[1, "eps_cond"]  # above 10 eps cond
-    notes = "\n".join(nystrom.chapter_claims(_summary10(), _ranks(), _benchmarks(), acc,
+    notes = "\n".join(claims.ch10_nystrom.chapter_claims(_summary10(), _ranks(), _benchmarks(), acc,
                                              n_train=500).notes)
     assert "is NOT within $10\\,\\epsilon\\,\\mathrm{cond}(\\Phi)$" in notes
 
 
 def test_ch10_statuses_flip_with_the_data():
     # the book's interval moves away from the paper's 0.440: "agrees" becomes "differs"
-    ch = nystrom.chapter_claims(_summary10(top32=0.6, ci32=0.02), _ranks(), _benchmarks())
+    ch = claims.ch10_nystrom.chapter_claims(_summary10(top32=0.6, ci32=0.02), _ranks(), _benchmarks())
     assert _row(ch, "Top-30 overlap, $H = 32$").status == "differs"
     # a Nyström query 1.5x faster at every width from 128 on: the paper's claim holds
-    ch = nystrom.chapter_claims(_summary10(), _ranks(), _benchmarks(query_gain=1.5))
+    ch = claims.ch10_nystrom.chapter_claims(_summary10(), _ranks(), _benchmarks(query_gain=1.5))
     q = _row(ch, '"Runtime gains appear')
     assert q.status == "agrees in shape" and "1.50x ($H = 512$)" in q.book
     assert "not on the paper's scale" in q.reason
     # an exact per-query time within 2x of the paper's: still no interval, never "agrees"
-    ch = nystrom.chapter_claims(_summary10(), _ranks(), _benchmarks(paper_like_query=True))
+    ch = claims.ch10_nystrom.chapter_claims(_summary10(), _ranks(), _benchmarks(paper_like_query=True))
     t = _row(ch, "Per-query time, exact")
     assert t.status == "not comparable" and "no interval" in t.reason
     # the overlap falling with H: the direction does not hold
     s = _summary10()
     s.loc[("features", 512), "top30_mean"] = 0.2
-    assert _row(nystrom.chapter_claims(s, _ranks(), _benchmarks()),
+    assert _row(claims.ch10_nystrom.chapter_claims(s, _ranks(), _benchmarks()),
                 '"The overlap improves').status == "does not hold"
     # without the accuracy table its note is left out
     assert "Accuracy" not in "\n".join(
-        nystrom.chapter_claims(_summary10(), _ranks(), _benchmarks()).notes)
+        claims.ch10_nystrom.chapter_claims(_summary10(), _ranks(), _benchmarks()).notes)
 
 
 def test_nystrom_wins_and_verdicts_agree():
@@ -331,8 +332,8 @@ def test_nystrom_wins_and_verdicts_agree():
                & (wins["what"] == "fit")].iloc[0]
     assert fit["tail"] == [1024] and fit["isolated"] == []
     assert "Nyström features, fit, growing H: faster than exact from H=1,024 on (2.0x)." in (
-        scaling.scaling_verdicts(sc))
+        claims.ch10_nystrom.scaling_verdicts(sc))
     with pytest.raises(InputError):
         scaling.nystrom_wins(sc.drop(columns="fit_s"))
     with pytest.raises(InputError):
-        scaling.benchmark_notes({"scaling": _benchmarks()["scaling"]})
+        claims.ch10_nystrom.benchmark_notes({"scaling": _benchmarks()["scaling"]})

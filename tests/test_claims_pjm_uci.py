@@ -6,6 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from cbdt.book import claims
 from cbdt.book.claims import ChapterClaims
 from cbdt.book.experiments import pjm, uci
 
@@ -64,7 +65,7 @@ def pjm_inputs(*, agree=0.87, margin_first=True, recon=(0.9996, 0.9998, 0.9999),
 
 
 def test_pjm_rows_as_the_chapter_computes_them():
-    ch = pjm.chapter_claims(*pjm_inputs())
+    ch = claims.ch07_pjm.chapter_claims(*pjm_inputs())
     assert (ch.chapter, ch.title, ch.doc) == ("07", "PJM bidding", "notebooks/07_pjm_audit")
     assert [c.status for c in ch.claims] == [
         "differs", "agrees in shape", "differs", "differs", "agrees", "differs", "differs"]
@@ -90,7 +91,7 @@ def test_pjm_rows_as_the_chapter_computes_them():
 
 
 def test_pjm_statuses_follow_the_data():
-    ch = pjm.chapter_claims(*pjm_inputs(
+    ch = claims.ch07_pjm.chapter_claims(*pjm_inputs(
         agree=3221 / 3358, margin_first=False, recon=(0.9998, 0.9972, 0.9592),
         support=(0.98, 0.98, 0.90), ratio=9.0, pos_match=0.641, magnitude=3.7))
     assert [c.status for c in ch.claims] == [
@@ -98,7 +99,7 @@ def test_pjm_statuses_follow_the_data():
     assert "outside" not in by_claim(ch, r"$\rho_{recon}$").reason
     assert "entirely below" in by_claim(ch, r"$\rho_{support}$").reason
     # a weaker aggressive mean that stays inside the others' intervals is not "weaker"
-    ch = pjm.chapter_claims(*pjm_inputs(support=(0.98, 0.98, 0.97), support_eps=0.01))
+    ch = claims.ch07_pjm.chapter_claims(*pjm_inputs(support=(0.98, 0.98, 0.97), support_eps=0.01))
     assert by_claim(ch, r"$\rho_{support}$").status == "differs"
 
 
@@ -145,7 +146,7 @@ def uci_inputs(*, adult_agree=0.89, credit_agree=0.914, recon=(0.968, 0.989, 0.9
 
 
 def test_uci_rows_as_the_chapter_computes_them():
-    ch = uci.chapter_claims(*uci_inputs())
+    ch = claims.ch08_uci.chapter_claims(*uci_inputs())
     assert (ch.chapter, ch.title, ch.doc) == ("08", "UCI audits", "notebooks/08_uci_audits")
     assert [c.status for c in ch.claims] == [
         "differs", "not comparable", "differs", "differs", "agrees in shape", "agrees in shape"]
@@ -180,37 +181,37 @@ def test_uci_rows_as_the_chapter_computes_them():
 
 
 def test_uci_statuses_follow_the_data():
-    ch = uci.chapter_claims(*uci_inputs(adult_agree=0.9408, credit_agree=0.8746,
+    ch = claims.ch08_uci.chapter_claims(*uci_inputs(adult_agree=0.9408, credit_agree=0.8746,
                                         recon=(0.998, 0.956, 0.998), top="SEX", a2_ols=0.95))
     assert [c.status for c in ch.claims] == [
         "agrees", "not comparable", "agrees", "agrees", "does not hold", "does not hold"]
     assert "not highest (SEX is)" in by_claim(ch, "Default Credit: the delinquency").book
-    ch = uci.chapter_claims(*uci_inputs(a2_cbdt=0.999))
+    ch = claims.ch08_uci.chapter_claims(*uci_inputs(a2_cbdt=0.999))
     assert by_claim(ch, "Default Credit: A2").status == "does not hold"
 
 
 def test_uci_a2_near_one_needs_the_whole_interval():
     """"Near 1" (the paper gives no number) holds in shape only when the whole 95% interval of
-    the OLS probes is at or above uci.A2_NEAR_ONE; a mean above it is not enough."""
+    the OLS probes is at or above claims.ch08_uci.A2_NEAR_ONE; a mean above it is not enough."""
     # mean 0.991 >= 0.99, but the interval (half-width about 0.004) reaches below 0.99
-    a2 = by_claim(uci.chapter_claims(*uci_inputs(a2_ols=0.991, a2_eps=0.002)),
+    a2 = by_claim(claims.ch08_uci.chapter_claims(*uci_inputs(a2_ols=0.991, a2_eps=0.002)),
                   "Default Credit: A2")
     assert a2.status == "differs"
     assert "the interval reaches below it" in a2.reason
     # the whole interval below 0.99
-    a2 = by_claim(uci.chapter_claims(*uci_inputs(a2_ols=0.980, a2_eps=0.002)),
+    a2 = by_claim(claims.ch08_uci.chapter_claims(*uci_inputs(a2_ols=0.980, a2_eps=0.002)),
                   "Default Credit: A2")
     assert a2.status == "does not hold"
     assert "entirely below" in a2.reason
     # the whole interval above 0.99
-    a2 = by_claim(uci.chapter_claims(*uci_inputs(a2_ols=0.996, a2_eps=0.001)),
+    a2 = by_claim(claims.ch08_uci.chapter_claims(*uci_inputs(a2_ols=0.996, a2_eps=0.001)),
                   "Default Credit: A2")
     assert a2.status == "agrees in shape"
-    assert uci.A2_NEAR_ONE == 0.99
+    assert claims.ch08_uci.A2_NEAR_ONE == 0.99
 
 
 def test_uci_needs_the_submemory_table():
     adult, credit, counts = uci_inputs()
     credit.submemory = None
     with pytest.raises(uci.InputError):
-        uci.chapter_claims(adult, credit, counts)
+        claims.ch08_uci.chapter_claims(adult, credit, counts)

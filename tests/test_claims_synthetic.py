@@ -12,6 +12,7 @@ import pandas as pd
 import pytest
 
 from cbdt.baselines import METHODS
+from cbdt.book import claims
 from cbdt.book.claims import ChapterClaims
 from cbdt.book.experiments import synthetic as syn
 from cbdt.exceptions import InputError
@@ -33,7 +34,7 @@ def recovery(agreement=(0.975, 0.975, 0.985, 0.965, 0.995), corr=(0.999, 0.999, 
 
 
 def test_recovery_rows_follow_the_chapter():
-    cc = syn.recovery_claims(recovery())
+    cc = claims.ch05_06_synthetic.recovery_claims(recovery())
     assert isinstance(cc, ChapterClaims)
     assert (cc.chapter, cc.title, cc.doc) == ("05", "Synthetic CBDT",
                                               "notebooks/05_synthetic_recovery")
@@ -49,24 +50,24 @@ def test_recovery_rows_follow_the_chapter():
 
 
 def test_recovery_agreement_flips_when_the_interval_covers_the_paper():
-    cc = syn.recovery_claims(recovery(agreement=(0.95, 0.955, 0.96, 0.965, 0.97)))
+    cc = claims.ch05_06_synthetic.recovery_claims(recovery(agreement=(0.95, 0.955, 0.96, 0.965, 0.97)))
     assert cc.claims[0].status == "agrees"
     assert "inside the book's interval" in cc.claims[0].reason
-    high = syn.recovery_claims(recovery(agreement=(0.90, 0.91, 0.92, 0.93, 0.94)))
+    high = claims.ch05_06_synthetic.recovery_claims(recovery(agreement=(0.90, 0.91, 0.92, 0.93, 0.94)))
     assert high.claims[0].status == "differs" and "above" in high.claims[0].reason
 
 
 def test_recovery_weak_support_does_not_hold():
-    cc = syn.recovery_claims(recovery(corr=(0.999, 0.5, 0.999)))
+    cc = claims.ch05_06_synthetic.recovery_claims(recovery(corr=(0.999, 0.5, 0.999)))
     assert cc.claims[1].status == "does not hold"
     assert "a1" in cc.claims[1].reason and "0.500" in cc.claims[1].reason
 
 
 def test_recovery_rejects_missing_columns():
     with pytest.raises(InputError):
-        syn.recovery_claims(recovery().drop(columns=["agreement"]))
+        claims.ch05_06_synthetic.recovery_claims(recovery().drop(columns=["agreement"]))
     with pytest.raises(InputError):
-        syn.recovery_claims(recovery().filter(["seed", "agreement"]))
+        claims.ch05_06_synthetic.recovery_claims(recovery().filter(["seed", "agreement"]))
 
 
 # ---------------------------------------------------------------------- chapter 06
@@ -131,7 +132,7 @@ META = {"date": "2026-11-26", "cpu": "AMD EPYC", "cores": "2", "blas_threads": "
 
 
 def attribution(**kw):
-    return syn.attribution_claims(
+    return claims.ch05_06_synthetic.attribution_claims(
         kw.get("comparison", comparison()), kw.get("sensitivity", sensitivity()), gram(),
         kw.get("benchmark", benchmark()), META,
     )

@@ -10,9 +10,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from cbdt.book import claims
 from cbdt.book.claims import ChapterClaims
-from cbdt.book.experiments import invariance as inv
-from cbdt.book.experiments import proposition1 as prop1
+from cbdt.book.claims import ch02_proposition1 as prop1
 
 
 # ------------------------------------------------------------------ chapter 02
@@ -81,7 +81,7 @@ def _c1(before=(0.39, 0.40, 0.41, 0.38, 0.42), after=None, flips=0, flips_clear=
 def _inv(table=None, c1=None, **kw) -> ChapterClaims:
     args = dict(basis_change=5e-15, basis_cond=28.22, lam_rel=1e-2)
     args.update(kw)
-    return inv.chapter_claims(table=_table() if table is None else table,
+    return claims.ch03_invariance.chapter_claims(table=_table() if table is None else table,
                               c1=_c1() if c1 is None else c1, **args)
 
 

@@ -189,7 +189,7 @@ def test_chapter_07_claims_are_split_between_fig_pjm_and_fig_signed(monkeypatch)
     them once (checked on the chapter's stored claims, with the experiment stubbed out)."""
     import json
 
-    from cbdt.book.claims import ChapterClaims
+    from cbdt.book.claims import ChapterClaims, ch07_pjm
     from cbdt.book.experiments import pjm
 
     stored = ChapterClaims.from_dict(json.loads(
@@ -197,7 +197,7 @@ def test_chapter_07_claims_are_split_between_fig_pjm_and_fig_signed(monkeypatch)
     for name in ("signed_geometry", "geometry_summary", "decision_agreement",
                  "disagreement_by_margin", "support_alignment"):
         monkeypatch.setattr(pjm, name, lambda *a, **k: None)
-    monkeypatch.setattr(pjm, "chapter_claims", lambda *a, **k: stored)
+    monkeypatch.setattr(ch07_pjm, "chapter_claims", lambda *a, **k: stored)
     signed = cli._pjm_claims([], (0, 1), signed=True)
     other = cli._pjm_claims([], (0, 1), signed=False)
     assert len(signed) == 3 and len(other) == len(stored.claims) - 3

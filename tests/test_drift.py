@@ -13,6 +13,7 @@ from scipy import stats
 
 import cbdt
 from cbdt import DegenerateAuditWarning, InputError
+from cbdt.book import claims
 from cbdt.book.experiments import drift
 from cbdt.book.experiments import synthetic as syn
 from cbdt.metrics import roc_auc
@@ -226,10 +227,10 @@ def test_summaries_and_claims(grid):
     r = pv[(pv["shift"] == "covariate") & (pv["level"] == 2.0) & (pv["score"] == "risk")].iloc[0]
     w = wide.loc[("covariate", 2.0)]
     assert np.isclose(r["mean_diff"], (w["risk"] - w["margin"]).mean())
-    cc = drift.claim_check(pv)
+    cc = claims.ch09_drift.claim_check(pv)
     assert set(cc["claim"]) == {"covariate", "variance"}
     assert (cc["significant"] <= cc["favourable"]).all()
-    sentences = drift.claim_sentences(cc)
+    sentences = claims.ch09_drift.claim_sentences(cc)
     assert len(sentences) == 2 and all("risk score" in s for s in sentences)
 
 
@@ -240,7 +241,7 @@ def test_claim_check_on_a_constructed_table():
                          t_pvalue=0.01, wilcoxon_pvalue=0.0625, wins=5, n_seeds=5))
         rows.append(dict(shift="variance", level=level, score="risk", mean_diff=0.1, ci=0.01,
                          t_pvalue=0.01, wilcoxon_pvalue=0.0625, wins=5, n_seeds=5))
-    cc = drift.claim_check(pd.DataFrame(rows)).set_index("claim")
+    cc = claims.ch09_drift.claim_check(pd.DataFrame(rows)).set_index("claim")
     assert cc.loc["covariate", "holds"] and cc.loc["covariate", "seed_wins"] == 10
     assert not cc.loc["variance", "holds"] and cc.loc["variance", "favourable"] == 0
 

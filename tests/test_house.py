@@ -1,5 +1,6 @@
 """The package's house: no private name crosses a module boundary, the modules import each
-other without a circle, and the core imports none of the extras."""
+other without a circle, the core imports none of the extras and nothing of the book's code
+(``cbdt.book``), and the book's experiments compute without phrasing (``cbdt.book.claims``)."""
 
 from __future__ import annotations
 
@@ -21,6 +22,8 @@ def _modules() -> dict[str, pathlib.Path]:
 
 
 def _relative_imports(name: str, path: pathlib.Path) -> list[tuple[str, list[str]]]:
+    """Every ``from ... import`` of a cbdt module in ``path``, relative or absolute, as
+    (absolute target, imported names)."""
     pkg = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
     found = []
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
@@ -29,6 +32,8 @@ def _relative_imports(name: str, path: pathlib.Path) -> list[tuple[str, list[str
             base = base[: len(base) - (node.level - 1)]
             target = ".".join(base + ([node.module] if node.module else []))
             found.append((target, [a.name for a in node.names]))
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "cbdt":
+            found.append((node.module, [a.name for a in node.names]))
     return found
 
 
@@ -81,3 +86,27 @@ def test_import_cbdt_loads_no_extra() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True, timeout=120).stdout.strip()
     assert out == "", f"import cbdt loaded {out}"
+
+
+def test_the_core_imports_nothing_of_the_book() -> None:
+    bad = [
+        f"{name}: from {target} import {', '.join(names)}"
+        for name, path in _modules().items()
+        if not name.startswith("cbdt.book") and name != "cbdt.__main__"  # python -m cbdt: the CLI
+        for target, names in _relative_imports(name, path)
+        if target.startswith("cbdt.book")
+        or (target == "cbdt" and "book" in names)
+    ]
+    assert not bad, bad
+
+
+def test_experiments_do_not_phrase() -> None:
+    # the claims (prose, statuses) are built in cbdt.book.claims from what experiments return
+    bad = [
+        f"{name}: from {target}"
+        for name, path in _modules().items()
+        if name.startswith("cbdt.book.experiments")
+        for target, _ in _relative_imports(name, path)
+        if target.startswith("cbdt.book.claims")
+    ]
+    assert not bad, bad

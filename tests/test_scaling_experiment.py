@@ -7,6 +7,7 @@ import pandas as pd
 import pytest
 
 from cbdt import InputError
+from cbdt.book import claims
 from cbdt.book.experiments import scaling
 
 
@@ -32,7 +33,7 @@ def test_exponents_recover_a_power_law():
 
 
 def test_verdicts_name_trends_and_never_invent_wins():
-    v = scaling.scaling_verdicts(power_law_table())
+    v = claims.ch10_nystrom.scaling_verdicts(power_law_table())
     fit = next(s for s in v if s.startswith("Nyström features, fit"))
     assert "from n=10,000 on (3.0x, 3.0x)" in fit
     q = next(s for s in v if s.startswith("Nyström features, per-query"))
@@ -40,7 +41,7 @@ def test_verdicts_name_trends_and_never_invent_wins():
     assert not [s for s in v if "Nystrom" in s]  # the benchmark's key is not shown
     df = power_law_table()
     df.loc[(df.method == "Nystrom features") & (df.n == 1e4), "query_s"] /= 2  # one noisy point
-    q = next(s for s in scaling.scaling_verdicts(df) if "per-query" in s and "Nyström" in s)
+    q = next(s for s in claims.ch10_nystrom.scaling_verdicts(df) if "per-query" in s and "Nyström" in s)
     assert "isolated sizes only" in q and "n=10,000: 2.0x" in q
 
 

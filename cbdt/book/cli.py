@@ -87,6 +87,7 @@ def _table_cost(seeds: tuple[int, ...]):
 
 def _fig_synthetic(seeds: tuple[int, ...]):
     from . import plots
+    from .claims import ch05_06_synthetic
     from .experiments import synthetic as syn
 
     rec = syn.synthetic_recovery(seeds)
@@ -94,7 +95,7 @@ def _fig_synthetic(seeds: tuple[int, ...]):
     recon = syn.support_reconstruction(seed=seeds[0])
     fig = plots.plot_synthetic_recovery(regions, recon)
     return ({"recovery_per_seed": rec, "support_reconstruction": recon},
-            {"figA_synthetic_recovery": fig}, syn.recovery_claims(rec).claims)
+            {"figA_synthetic_recovery": fig}, ch05_06_synthetic.recovery_claims(rec).claims)
 
 
 def _pjm_runs(seeds: tuple[int, ...]):
@@ -109,10 +110,11 @@ _SIGNED = re.compile(r"distance|top-5|magnitude", re.I)
 
 def _pjm_claims(runs, seeds: tuple[int, ...], signed: bool) -> list[Any]:
     """Chapter 07's claims from these runs (``signed``: the geometry rows, else the others)."""
+    from .claims import ch07_pjm
     from .experiments import pjm
 
     geometry = pjm.geometry_summary([pjm.signed_geometry(r) for r in runs], seeds)
-    chapter = pjm.chapter_claims(pjm.decision_agreement(runs), pjm.disagreement_by_margin(runs),
+    chapter = ch07_pjm.chapter_claims(pjm.decision_agreement(runs), pjm.disagreement_by_margin(runs),
                                  pjm.support_alignment(runs), geometry)
     return [c for c in chapter.claims if bool(_SIGNED.search(c.claim)) == signed]
 
@@ -171,6 +173,7 @@ def _fig_uci(seeds: tuple[int, ...]):
     from cbdt import datasets
 
     from . import plots
+    from .claims import ch08_uci
     from .experiments import uci
 
     adult = uci.uci_audit("adult", seeds)
@@ -186,12 +189,13 @@ def _fig_uci(seeds: tuple[int, ...]):
     optimal = uci.optimal_action_counts(
         datasets.default_credit_proxy_returns(datasets.load_default_credit()),
         uci.DEFAULT_CREDIT_ACTION_LABELS)
-    claims = uci.chapter_claims(adult, credit, optimal).claims
+    claims = ch08_uci.chapter_claims(adult, credit, optimal).claims
     return tables, {"figA_uci": plots.plot_uci_figure4(panels)}, claims
 
 
 def _drift(seeds: tuple[int, ...]):
     from . import plots
+    from .claims import ch09_drift
     from .experiments import drift
 
     grid = drift.drift_grid(seeds=seeds)
@@ -200,14 +204,15 @@ def _drift(seeds: tuple[int, ...]):
     figs = {"figC3_drift_grid": plots.plot_drift_grid(summary),
             "figC4_paired": plots.plot_drift_paired(paired)}
     return ({"drift_auc": summary, "paired_vs_margin": paired,
-             "claims_C4": drift.claim_check(paired)}, figs,
-            drift.chapter_claims(summary, paired).claims)
+             "claims_C4": ch09_drift.claim_check(paired)}, figs,
+            ch09_drift.chapter_claims(summary, paired).claims)
 
 
 def _table_c2(seeds: tuple[int, ...]):
     from cbdt.exceptions import InputError
 
     from . import plots
+    from .claims import ch10_nystrom
     from .experiments import nystrom as nys
     from .experiments import scaling
     from .experiments import synthetic as syn
@@ -228,7 +233,7 @@ def _table_c2(seeds: tuple[int, ...]):
     except InputError:
         claims: list[Any] = []
     else:
-        claims = nys.chapter_claims(summary, pd.DataFrame(ranks), benchmarks).claims
+        claims = ch10_nystrom.chapter_claims(summary, pd.DataFrame(ranks), benchmarks).claims
     return ({"tableC2_nystrom": summary, "per_seed": tab},
             {"tableC2_agreement": plots.plot_nystrom_agreement(summary, k=30)}, claims)
 
@@ -237,12 +242,12 @@ def _table_c2(seeds: tuple[int, ...]):
 def _table1_claims(cmp: pd.DataFrame) -> list[Any]:
     """Chapter 06's Table 1 rows and its ranking claim, from this run's per-seed table.
 
-    The status rules are :func:`cbdt.book.experiments.synthetic.attribution_claims`'s (the paper's
+    The status rules are :func:`cbdt.book.claims.ch05_06_synthetic.attribution_claims`'s (the paper's
     mean inside this run's 95% interval: agrees); the reasons name what ch. 06 shows.
     """
     from cbdt.metrics import paired_test
 
-    from .claims import Claim
+    from .claims import Claim, ch05_06_synthetic, mean_ci_math
     from .experiments import synthetic as syn
 
     methods = [m for m in syn.PAPER_TABLE1 if m in set(cmp["method"])]
@@ -268,20 +273,20 @@ def _table1_claims(cmp: pd.DataFrame) -> list[Any]:
     rows = []
     for col, label in (("top30", "Top-30 action consistency"),
                        ("pearson", "Pearson with the ground-truth contributions")):
-        st, where = syn._against_paper(*paper(ours, col), *book(ours, col))
-        rows.append(Claim(f"{label}, ours ($\\alpha$)", syn._ci_md(*paper(ours, col)),
-                          syn._ci_md(*book(ours, col)), st,
+        st, where = ch05_06_synthetic.against_paper(*paper(ours, col), *book(ours, col))
+        rows.append(Claim(f"{label}, ours ($\\alpha$)", mean_ci_math(*paper(ours, col)),
+                          mean_ci_math(*book(ours, col)), st,
                           where + ("" if st == "agrees" else f"; {why[ours]}")))
     for m in methods[1:]:
-        parts = [(col, *syn._against_paper(*paper(m, col), *book(m, col)))
+        parts = [(col, *ch05_06_synthetic.against_paper(*paper(m, col), *book(m, col)))
                  for col in ("top30", "pearson")]
         status = "agrees" if all(st == "agrees" for _, st, _ in parts) else "differs"
         where = "; ".join(f"{'Top-30' if col == 'top30' else 'Pearson'}: {w}"
                           for col, _, w in parts)
         rows.append(Claim(
             claim=f"Top-30 / Pearson, {m}",
-            paper=" / ".join(syn._ci_md(*paper(m, c)) for c in ("top30", "pearson")),
-            book=" / ".join(syn._ci_md(*book(m, c)) for c in ("top30", "pearson")),
+            paper=" / ".join(mean_ci_math(*paper(m, c)) for c in ("top30", "pearson")),
+            book=" / ".join(mean_ci_math(*book(m, c)) for c in ("top30", "pearson")),
             status=status, reason=where + ("" if status == "agrees" else f"; {why[m]}")))
     top = {m: book(m, "top30")[0] for m in methods}
     best = max(methods, key=lambda m: (top[m], m == ours))
@@ -291,8 +296,8 @@ def _table1_claims(cmp: pd.DataFrame) -> list[Any]:
         t = paired_test(per_seed[ours], per_seed[second])
         rows.append(Claim(
             '"ours has the highest Top-30 consistency" (Sec. 5.3)', "yes (Table 1)",
-            f"yes: {syn._ci_md(*book(ours, 'top30'))} against {second} "
-            f"{syn._ci_md(*book(second, 'top30'))}", "agrees in shape",
+            f"yes: {mean_ci_math(*book(ours, 'top30'))} against {second} "
+            f"{mean_ci_math(*book(second, 'top30'))}", "agrees in shape",
             f"ours is higher than {second} in {t.wins} of {t.n} seeds"))
     else:
         t = paired_test(per_seed[best], per_seed[ours])
@@ -309,7 +314,7 @@ def _cost_claims(timing: pd.DataFrame) -> list[Any]:
     """Chapter 06's per-query cost claim (App. D, Table C3), timed by this run on this machine."""
     from cbdt.metrics import mean_ci
 
-    from .claims import Claim
+    from .claims import Claim, ch05_06_synthetic
     from .claims import mean_ci_math as ci_md
     from .experiments import synthetic as syn
 
@@ -320,13 +325,13 @@ def _cost_claims(timing: pd.DataFrame) -> list[Any]:
     fastest = ms[[b for b in baselines if b in ms]].min(axis=1)
     m, h = mean_ci((ms[ours] / fastest).to_numpy(dtype=float))
     paper_ms, paper_ci, paper_ratio = syn.PAPER_TIMING[ours]
-    ok = max(m / paper_ratio, paper_ratio / m) <= syn.COST_RATIO_TOLERANCE
+    ok = max(m / paper_ratio, paper_ratio / m) <= ch05_06_synthetic.COST_RATIO_TOLERANCE
     return [Claim(
         "per-query audit cost of ours vs the fastest baseline (App. D, Table C3)",
         f"{paper_ratio:.1f}x (${paper_ms:.3f}\\pm{paper_ci:.3f}$ ms)",
         f"{ci_md(m, h, 2)}x ({float(ms[ours].mean()):.3f} ms per query on this machine)",
         "agrees" if ok else "differs",
-        f"the book's ratio is within a factor {syn.COST_RATIO_TOLERANCE:g} of the paper's" if ok
+        f"the book's ratio is within a factor {ch05_06_synthetic.COST_RATIO_TOLERANCE:g} of the paper's" if ok
         else "implementation: once the dual matrix is cached, a query is one matrix-vector "
              "product, the operation of the inner product")]
 

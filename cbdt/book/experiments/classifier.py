@@ -62,8 +62,6 @@ from cbdt.metrics import mean_ci_finite, roc_auc
 from cbdt.models import CaseNetwork, NetworkConfig, ProbeFidelity
 from cbdt.returns import label_positions, returns_from_labels
 
-from ..claims import Claim, mean_ci_math
-
 __all__ = [
     "SEEDS",
     "SCORES",
@@ -76,7 +74,6 @@ __all__ = [
     "summarize_classifier",
     "select_epochs",
     "best_epochs",
-    "claim_rows",
 ]
 
 #: The five seeds of every table.
@@ -614,54 +611,3 @@ def best_epochs(selection: pd.DataFrame, by: Literal["val_mse", "val_error"] = "
 
 
 # ---------------------------------------------------------------------- claims
-def claim_rows(summary: pd.DataFrame, dataset: str = "digits classifier") -> list[Claim]:
-    """The book-only row of chapter 09 on a classifier, from :func:`summarize_classifier`.
-
-    Parameters
-    ----------
-    summary : DataFrame
-        :func:`summarize_classifier` of the chapter's :func:`classifier_audit`.
-    dataset : str, default="digits classifier"
-        How the row names the data set.
-
-    Returns
-    -------
-    list of Claim
-        One row, status ``"book only"``: the paper has no classifier experiment.
-    """
-    need = {"auc_mean", "auc_ci", "n_defined", "n_seeds", "max_gini", "max_abs_entropy"}
-    if not isinstance(summary, pd.DataFrame) or not need <= set(summary.columns):
-        raise InputError(f"summary must be summarize_classifier's table (columns {sorted(need)}).")
-    for name in ("risk (contribution)", "risk (coefficient)", "margin"):
-        if name not in summary.index:
-            raise InputError(f"summary has no row {name!r}.")
-
-    def auc(name: str) -> str:
-        r = summary.loc[name]
-        n_def, n = int(r["n_defined"]), int(r["n_seeds"])
-        if n_def == 0:
-            return f"constant (AUC undefined on {n} of {n} seeds)"
-        val = mean_ci_math(r["auc_mean"], r["auc_ci"]) if np.isfinite(r["auc_ci"]) else (
-            f"{r['auc_mean']:.3f}")
-        return val if n_def == n else f"{val} ({n_def} of {n} seeds defined)"
-
-    contrib = summary.loc["risk (contribution)"]
-    n_seeds = int(summary["n_seeds"].max())
-    blind = int(contrib["n_defined"]) == 0
-    ent = float(contrib["max_abs_entropy"])
-    ent_txt = "0" if ent == 0 else f"below $10^{{{int(np.ceil(np.log10(ent)))}}}$"
-    reason = (
-        "with one-hot returns $\\psi_i(a, x) = \\alpha_i(x)\\mathbf 1\\{y_i = a\\}$: the top-10 "
-        "cases by $\\lvert\\psi_i\\rvert$ all carry the audited label, so Gini disagreement is "
-        f"{contrib['max_gini']:.3g} and the entropy {ent_txt} for every test image; ranking by "
-        "$\\lvert\\alpha_i\\rvert$ restores a signal"
-    ) if blind else "the contribution-ranked risk score varies on this data set"
-    return [Claim(
-        f"{dataset[:1].upper()}{dataset[1:]} (book only; one-hot returns, {n_seeds} seeds): "
-        "AUC of the risk score for the network's wrong decisions",
-        "-",
-        f"top-10 by $\\lvert\\psi\\rvert$ (eq. 16): {auc('risk (contribution)')}; by "
-        f"$\\lvert\\alpha\\rvert$: {auc('risk (coefficient)')}; margin: {auc('margin')}",
-        "book only",
-        reason,
-    )]

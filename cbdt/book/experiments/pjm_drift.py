@@ -111,7 +111,6 @@ from cbdt.exceptions import InputError
 from cbdt.metrics import mean_ci_finite, recall_at_budget, review_size, roc_auc
 from cbdt.models import NetworkConfig, ProbeFidelity
 
-from ..claims import Claim
 from .pjm import PJMConfig, fit_probe
 
 __all__ = [
@@ -124,7 +123,6 @@ __all__ = [
     "drift_audit",
     "pjm_drift",
     "summarize_pjm_drift",
-    "claim_rows",
 ]
 
 #: The audited scores, in the order of every table and figure.
@@ -578,73 +576,3 @@ def summarize_pjm_drift(df: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-#: How the claim rows name the scores.
-_LABELS = {"risk": "risk", "risk_alpha": "risk, top-10 by $\\lvert\\alpha\\rvert$",
-           "margin": "margin", "leverage": "leverage"}
-
-
-def claim_rows(summary: pd.DataFrame) -> list[Claim]:
-    """The book-only rows of chapter 09 on the real PJM drift, from :func:`summarize_pjm_drift`.
-
-    Averages over the test years of the per-year means (as the chapter prints them): the
-    AUC of every score for the network's wrong decisions, and the share of wrong decisions a
-    review of the riskiest ``budget`` of each year catches (``caught_ties``).
-
-    Parameters
-    ----------
-    summary : pandas.DataFrame
-        :func:`summarize_pjm_drift` of the chapter's :func:`pjm_drift` run (its ``attrs``
-        carry the review budget).
-
-    Returns
-    -------
-    list of Claim
-        Status ``"book only"``: the paper has no real-drift experiment.
-    """
-    need = {"split", "auc_mean", "caught_ties_mean", "risk_nonzero_mean", "n_seeds"}
-    if not isinstance(summary, pd.DataFrame) or not need <= set(summary.columns):
-        raise InputError(f"summary must be summarize_pjm_drift's table (columns {sorted(need)}).")
-    flat = summary.reset_index()
-    test = flat[flat["split"] == "test"]
-    train = flat[flat["split"] == "train"]
-    if test.empty:
-        raise InputError("summary has no test year.")
-    avg = test.groupby("score")[["auc_mean", "caught_ties_mean", "risk_nonzero_mean"]].mean()
-    scores = [s for s in SCORES if s in avg.index]
-    tr = sorted(train["year"].unique())
-    te = sorted(test["year"].unique())
-    n_seeds = int(flat["n_seeds"].max())
-    budget = float(summary.attrs.get("budget", 0.1))
-    setting = (f"trained on {tr[0]}-{tr[-1]}" if tr else "trained once") + (
-        f", audited yearly {te[0]}-{te[-1]}, {n_seeds} seeds")
-    aucs = ", ".join(f"{avg.loc[s, 'auc_mean']:.3f} ({_LABELS.get(s, s)})" for s in scores)
-    caught = ", ".join(f"{avg.loc[s, 'caught_ties_mean']:.0%} ({_LABELS.get(s, s)})"
-                       for s in scores)
-    rows = []
-    risk_auc = float(avg.loc["risk", "auc_mean"]) if "risk" in avg.index else float("nan")
-    agree = 1.0 - float(avg.loc["risk", "risk_nonzero_mean"]) if "risk" in avg.index else float(
-        "nan")
-    if abs(risk_auc - 0.5) < 0.05:
-        reason = (f"the risk score is near chance: in {agree:.1%} of test decisions its top-10 "
-                  "cases by $\\lvert\\psi_i\\rvert$ agree on the best action (the heavy "
-                  "tail of $\\lvert r_i(a)\\rvert$ dominates the ranking), so it ties")
-    else:
-        reason = (f"the risk score's top-10 cases by $\\lvert\\psi_i\\rvert$ agree on the best action in "
-                  f"{agree:.1%} of test decisions")
-    rows.append(Claim(
-        f"Real drift on PJM East load (book only; frozen policy {setting}): mean test-year "
-        "AUC for the network's wrong decisions",
-        "-",
-        aucs,
-        "book only",
-        reason,
-    ))
-    rows.append(Claim(
-        f"PJM real drift: share of the wrong decisions caught by reviewing the riskiest "
-        f"{budget:.0%} of each test year",
-        "-",
-        caught,
-        "book only",
-        f"a random review catches about {budget:.0%} in expectation",
-    ))
-    return rows

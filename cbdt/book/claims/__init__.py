@@ -3,9 +3,11 @@
 Every chapter that re-runs an experiment of the paper ends with a :class:`ChapterClaims`:
 one :class:`Claim` per quantitative statement of the paper, with the paper's value, the value
 the chapter has just measured, a status from :data:`STATUSES` and the reason where they
-differ. The rows are built from the chapter's computed results by a function of
-:mod:`cbdt.book.experiments` (never typed by hand), and :func:`report` shows them at the end of
-the chapter and keeps them in step with ``book/_claims/<chapter>.json``:
+differ. The rows are built from the chapter's computed results (never typed by hand) by the
+chapter's module of this package, which loads on first use: ``claims.ch02_proposition1``,
+``ch03_invariance``, ``ch05_06_synthetic``, ``ch07_pjm``, ``ch08_uci``, ``ch09_drift`` and
+``ch10_nystrom`` phrase what :mod:`cbdt.book.experiments` computes. :func:`report` shows the
+rows at the end of the chapter and keeps them in step with ``book/_claims/<chapter>.json``:
 
 * by default :func:`report` *checks*: when the rows just computed differ from the stored ones
   it raises :class:`ClaimsOutOfDate` (so nbval fails when a chapter's numbers move away from
@@ -20,6 +22,7 @@ page and the stored claims disagree. Together: the page is what the code compute
 
 from __future__ import annotations
 
+import importlib
 import json
 import math
 import os
@@ -38,12 +41,33 @@ __all__ = [
     "interval_status",
     "fmt",
     "mean_ci_math",
+    "power10",
+    "sci",
     "report",
     "claims_dir",
     "load_claims",
     "render_page",
     "render_confirmations",
 ]
+
+#: The chapter modules of this package (``claims.ch08_uci``), loaded on first use.
+CHAPTERS: tuple[str, ...] = (
+    "ch02_proposition1",
+    "ch03_invariance",
+    "ch05_06_synthetic",
+    "ch07_pjm",
+    "ch08_uci",
+    "ch09_drift",
+    "ch10_nystrom",
+)
+
+
+def __getattr__(name: str) -> Any:
+    """``claims.ch08_uci`` imports the chapter's module (and its experiments) on first use."""
+    if name in CHAPTERS:
+        return importlib.import_module(f"{__name__}.{name}")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 #: The statuses a claim can have, with their meaning (the page's legend).
 STATUSES: dict[str, str] = {
@@ -319,6 +343,20 @@ def mean_ci_math(mean: float, half: float, digits: int = 3, pct: bool = False) -
     s = 100.0 if pct else 1.0
     unit = r"\%" if pct else ""
     return f"${mean * s:.{digits}f}\\pm{half * s:.{digits}f}{unit}$"
+
+
+def power10(x: float) -> str:
+    """``1e-7`` as ``10^{-7}`` (for ``$...$`` math); other numbers with :func:`fmt`."""
+    e = math.log10(float(x))
+    if abs(e - round(e)) < 1e-9:
+        return {0: "1", 1: "10"}.get(round(e), f"10^{{{round(e)}}}")
+    return fmt(x)
+
+
+def sci(x: float) -> str:
+    """``2.5e-08`` as ``2.5\\times10^{-8}`` (for ``$...$`` math)."""
+    m, e = f"{float(x):.1e}".split("e")
+    return f"{m}\\times10^{{{int(e)}}}"
 
 
 def interval_status(paper: float, mean: float, half: float) -> str:

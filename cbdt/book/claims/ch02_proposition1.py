@@ -1,8 +1,7 @@
-"""Proposition 1 checked numerically (Sec. 3.1, App. B.1): the paper beside the book.
+"""Chapter 02, Proposition 1 numerically: the paper beside the book.
 
-The chapter *Proposition 1, numerically* runs its checks inline (they are a few lines of linear
-algebra each); this module turns the results it has computed into the rows of its section of
-the reproducibility page (:func:`chapter_claims`).
+The chapter runs its checks inline (a few lines of linear algebra each); :func:`chapter_claims`
+turns what it computed into the rows of its section of the reproducibility page.
 """
 
 from __future__ import annotations
@@ -11,13 +10,18 @@ from typing import Any
 
 import numpy as np
 
-from ..claims import ChapterClaims, Claim, fmt
-from .invariance import power10, sci
+from . import ChapterClaims, Claim, fmt, power10, sci
 
-__all__ = ["EXACT_TOL", "RATE_TOL", "chapter_claims"]
+__all__ = [
+    "EXACT_TOL",
+    "RATE_TOL",
+    "chapter_claims",
+]
 
 #: Relative error below which the identity :math:`Q = \alpha R` counts as exact (rounding).
 EXACT_TOL = 1e-10
+
+
 #: Largest distance of a fitted log-log slope from 1 that still counts as the rate O(lambda).
 RATE_TOL = 0.05
 
