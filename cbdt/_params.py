@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 from typing import Any
 
 from .exceptions import InputError
@@ -10,9 +11,42 @@ __all__ = ["ParamsMixin"]
 
 
 class ParamsMixin:
-    """``get_params``/``set_params`` over the names in ``_PARAMS`` (scikit-learn convention)."""
+    """``get_params``/``set_params`` over the constructor's parameters (scikit-learn
+    convention): the names and defaults are read from the ``__init__`` signatures, so the
+    constructor is the one place that lists them.
 
-    _PARAMS: tuple[str, ...] = ()
+    A subclass whose ``__init__`` passes ``**params`` on to its parent's has the parent's
+    parameters too; names in ``_RENAMED`` (deprecated spellings) are not parameters.
+    """
+
+    _RENAMED: dict[str, str] = {}
+
+    @classmethod
+    def _param_signature(cls) -> dict[str, inspect.Parameter]:
+        out: dict[str, inspect.Parameter] = {}
+        for klass in cls.__mro__:
+            init = klass.__dict__.get("__init__")
+            if init is None:
+                continue
+            params = inspect.signature(init).parameters.values()
+            for p in params:
+                if (p.name != "self" and p.name not in cls._RENAMED and p.name not in out
+                        and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)):
+                    out[p.name] = p
+            if not any(p.kind == p.VAR_KEYWORD for p in params):
+                break
+        return out
+
+    @classmethod
+    def _param_names(cls) -> tuple[str, ...]:
+        """The constructor's parameter names, in signature order."""
+        return tuple(cls._param_signature())
+
+    @classmethod
+    def _param_defaults(cls) -> dict[str, Any]:
+        """The constructor's defaults, by name."""
+        return {k: p.default for k, p in cls._param_signature().items()
+                if p.default is not p.empty}
 
     def get_params(self, deep: bool = True) -> dict[str, Any]:
         """Constructor parameters, as scikit-learn's ``get_params`` (``clone`` works).
@@ -26,7 +60,7 @@ class ParamsMixin:
         -------
         dict
         """
-        return {name: getattr(self, name) for name in self._PARAMS}
+        return {name: getattr(self, name) for name in self._param_names()}
 
     def set_params(self, **params: Any) -> Any:
         """Set constructor parameters (scikit-learn convention); refit to apply them.
@@ -35,11 +69,11 @@ class ParamsMixin:
         -------
         self
         """
-        bad = sorted(set(params) - set(self._PARAMS))
+        bad = sorted(set(params) - set(self._param_names()))
         if bad:
             raise InputError(
                 f"unknown parameter(s) {bad} for {type(self).__name__}; valid: "
-                f"{list(self._PARAMS)}."
+                f"{list(self._param_names())}."
             )
         for name, value in params.items():
             setattr(self, name, value)

@@ -375,9 +375,9 @@ class ExactCoefficient(_Attribution):
         See :class:`~cbdt.influence.CaseInfluence`.
     precompute : bool, default=True
         ``True``: cache here the *dual matrix* :math:`D = \\tilde\\Phi(\\tilde G +
-        \\lambda M)^{-1}` in the (H, n) layout of the inner-product baseline, read off the
-        public ``CaseInfluence.coefficients`` at the basis vectors (the coefficient is affine
-        in :math:`\\varphi`). A query then costs one (H, n) matrix-vector product, the same
+        \\lambda M)^{-1}` in the (H, n) layout of the inner-product baseline: the probe's
+        ``dual_`` where its fit formed one, else read off ``CaseInfluence.coefficients`` at
+        the basis vectors (the coefficient is affine in :math:`\\varphi`). A query then costs one (H, n) matrix-vector product, the same
         operation as the inner product. ``False``: no dual matrix; keep the augmented
         training representations :math:`\\tilde\\Phi = [\\Phi, 1]` (n, H+1) and the upper
         triangular factor :math:`R` of a QR of :math:`[\\tilde\\Phi; \\sqrt\\lambda
@@ -427,7 +427,10 @@ class ExactCoefficient(_Attribution):
         H = Phi.shape[1]
         self.n_features_in_ = H
         self.n_actions_ = ci.n_actions_
-        if self.precompute:
+        if self.precompute and hasattr(ci, "dual_"):  # the fit formed the dual matrix
+            self._dual = np.ascontiguousarray(ci.dual_.T)  # (H, n)
+            self._offset = np.array(ci.dual_offset_)
+        elif self.precompute:
             # alpha is affine in phi: D_j = (alpha(t_j e_j) - alpha(0)) / t_j, with t_j the
             # power of two nearest column j's largest |entry|, so that alpha(t_j e_j) and
             # alpha(0) are of the same size (at t_j = 1 the difference cancels to nothing

@@ -140,6 +140,19 @@ class CaseInfluence(CaseQueryMixin, ParamsMixin):
         :math:`\\lVert Y^\\top Y - I\\rVert_2` of CholeskyQR2's first pass
         (:math:`Y = \\Phi R_1^{-1}`, :math:`R_1` the preconditioner), the measurement that
         decides whether that pass is accepted; nan when the first Cholesky failed.
+    dual_ : ndarray of shape (n, H), read-only
+        The dual matrix :math:`D = \\Phi (G + \\lambda M)^{-1}` (eq. 10-11), where the fit
+        formed it: :math:`\\alpha(x) = D\\varphi(x)` plus :attr:`dual_offset_`, equal to
+        :meth:`coefficients` up to rounding. ``fit`` forms it, for an in-memory ``Phi``,
+        with the Cholesky solver on small memories (:math:`n H' \\le 2^{22}` entries,
+        :math:`H'` counting the intercept) and wide ones (:math:`n < 64 H'`), and for the
+        minimum-norm solve of a rank-deficient ``Phi``; elsewhere (a large in-memory, a
+        memmap or dask ``Phi``, a full-rank ``solver="lstsq"`` fit), where each query
+        solves instead, the attribute does not exist: use :meth:`coefficients` or
+        :meth:`iter_coefficients`.
+    dual_offset_ : ndarray of shape (n,), read-only
+        The coefficients' constant part (the intercept's column of the dual matrix); zeros
+        when ``intercept=False``. Exists where :attr:`dual_` does.
     case_ids_ : ndarray of shape (n,) or None
         The training cases' labels given to ``fit`` (``case_ids=`` or a ``Phi`` DataFrame's
         index); ``None`` when the cases are named by their positions ``0..n-1``.
@@ -217,33 +230,15 @@ class CaseInfluence(CaseQueryMixin, ParamsMixin):
         self.progress = progress
         self.factorization = factorization
 
-    _PARAMS: tuple[str, ...] = (
-        "ridge",
-        "intercept",
-        "solver",
-        "ridge_metric",
-        "max_condition",
-        "chunk_size",
-        "batch_size",
-        "topk_block_entries",
-        "progress",
-        "factorization",
-    )
-    _DEFAULTS: dict[str, Any] = {
-        "max_condition": 1e12,
-        "chunk_size": 65_536,
-        "batch_size": 1_024,
-        "topk_block_entries": 16_000_000,
-        "progress": False,
-        "factorization": "auto",
-    }
+    #: Shown by ``repr`` whatever their value; the other parameters only when not default.
+    _REPR_ALWAYS = ("ridge", "intercept", "solver", "ridge_metric")
 
     def __repr__(self) -> str:
         metric = "None" if self.ridge_metric is None else "<matrix>"
         extra = "".join(
             f", {k}={getattr(self, k)!r}"
-            for k, v in self._DEFAULTS.items()
-            if getattr(self, k) != v
+            for k, v in self._param_defaults().items()
+            if k not in self._REPR_ALWAYS and getattr(self, k) != v
         )
         return (
             f"CaseInfluence(ridge={self.ridge!r}, intercept={self.intercept!r}, "
@@ -368,7 +363,7 @@ class CaseInfluence(CaseQueryMixin, ParamsMixin):
 
         # a refit releases the previous fit's memory first (its pages are reused, and two
         # copies of Phi never coexist); until this fit completes the estimator is not fitted
-        for name in ("_V", "_Phi", "_dual", "_rank_memo"):
+        for name in ("_V", "_Phi", "_dual", "_rank_memo", "_dual_public"):
             self.__dict__.pop(name, None)
         fac = factor_memory(
             Phi, R, kind=kind, intercept=bool(self.intercept), chunk_size=self.chunk_size,
@@ -572,7 +567,7 @@ class CaseInfluence(CaseQueryMixin, ParamsMixin):
         include_phi : bool, default=True
         """
         self._check_fitted()
-        params = {k: getattr(self, k) for k in self._PARAMS if k != "ridge_metric"}
+        params = {k: getattr(self, k) for k in CaseInfluence._param_names() if k != "ridge_metric"}
         arrays: dict[str, np.ndarray] = {
             "format": np.array(self._FORMAT),
             "params": np.array(json.dumps(params)),
@@ -643,7 +638,7 @@ class CaseInfluence(CaseQueryMixin, ParamsMixin):
         for key in ("params", "gram_factor", "returns", "V", "fitted", "solver_"):
             if key not in f:
                 raise bad(f"the entry {key!r} is missing")
-        params = read_saved_params(f, path, cls._PARAMS, bad)
+        params = read_saved_params(f, path, CaseInfluence._param_names(), bad)
         fitted = f["fitted"]
         if fitted.shape != (6,):
             raise bad(f"'fitted' has shape {fitted.shape}, expected (6,)")
@@ -888,6 +883,34 @@ class CaseInfluence(CaseQueryMixin, ParamsMixin):
             raise NotFittedError(
                 "This CaseInfluence is not fitted yet. Call .fit(Phi, R) before querying it."
             )
+
+    @property
+    def dual_(self) -> np.ndarray:
+        """The dual matrix (n, H) where the fit formed it (see the class docstring)."""
+        return self._dual_parts()[0]
+
+    @property
+    def dual_offset_(self) -> np.ndarray:
+        """The coefficients' constant part (n,) where :attr:`dual_` exists."""
+        return self._dual_parts()[1]
+
+    def _dual_parts(self) -> tuple[np.ndarray, np.ndarray]:
+        self._check_fitted()
+        if self._dual is None:
+            raise AttributeError(
+                "dual_: this fit did not form the dual matrix (a large in-memory, memmap or "
+                "dask Phi is kept and each query solves instead; an n x H copy is not made "
+                "behind your back). Use coefficients(phi) or iter_coefficients(phi)."
+            )
+        if "_dual_public" not in self.__dict__:
+            H = self.n_features_in_
+            D = self._dual[:, :H] * self._scale  # a power of two: exact
+            off = (self._dual[:, H] * self._const if self.intercept
+                   else np.zeros(self._dual.shape[0]))
+            D.setflags(write=False)
+            off.setflags(write=False)
+            self._dual_public = (D, off)
+        return self._dual_public
 
     def _augment(self, Q: np.ndarray) -> np.ndarray:
         """Queries in the fitted coordinates: rescaled, with the constant coordinate."""

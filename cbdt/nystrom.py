@@ -237,14 +237,6 @@ class NystromCaseInfluence(CaseQueryMixin, ParamsMixin):
         self.batch_size = batch_size
         self.topk_block_entries = topk_block_entries
 
-    _PARAMS: tuple[str, ...] = (
-        "n_components",
-        "method",
-        "ridge",
-        "random_state",
-        "batch_size",
-        "topk_block_entries",
-    )
     #: Deprecated parameter names (one release) and their scikit-learn names.
     _RENAMED: dict[str, str] = {"rank": "n_components", "seed": "random_state"}
 
@@ -487,7 +479,7 @@ class NystromCaseInfluence(CaseQueryMixin, ParamsMixin):
             Target file; numpy appends ``.npz`` when missing.
         """
         self._check_fitted()
-        params = {k: getattr(self, k) for k in self._PARAMS}
+        params = self.get_params()
         arrays: dict[str, np.ndarray] = {
             "format": np.array(self._FORMAT),
             "kind": np.array("NystromCaseInfluence"),
@@ -529,7 +521,7 @@ class NystromCaseInfluence(CaseQueryMixin, ParamsMixin):
             for key in ("params", "dual", "readout", "returns", "sample", "fitted"):
                 if key not in f:
                     raise bad(f"the entry {key!r} is missing")
-            params = read_saved_params(f, path, cls._PARAMS, bad)
+            params = read_saved_params(f, path, cls._param_names(), bad)
             dual, V, R = f["dual"], f["readout"], f["returns"]
             if dual.ndim != 2 or R.ndim != 2 or R.shape[0] != dual.shape[0]:
                 raise bad(f"'dual' {dual.shape} and 'returns' {R.shape} disagree")

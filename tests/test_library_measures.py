@@ -216,3 +216,42 @@ def test_network_config_of_and_build() -> None:
     assert (net.hidden, net.epochs, net.lr, net.seed, net.n_checkpoints) == ((3,), 5, 0.05, 4, 1)
     with pytest.raises(InputError, match="unknown network settings"):
         cfg.build(0, width=3)
+
+
+# ---------------------------------------------------------------------- the dual matrix
+@pytest.mark.parametrize("intercept", [False, True])
+@pytest.mark.parametrize("solver", ["cholesky", "lstsq"])
+def test_dual_gives_the_coefficients(rng, intercept, solver) -> None:
+    import cbdt
+
+    Phi = rng.normal(size=(60, 4)) * [1.0, 1e3, 1e-3, 5.0]  # scaled columns: s != 1
+    x = rng.normal(size=(7, 4))
+    if solver == "lstsq":  # the minimum-norm dual of a rank-deficient memory
+        Phi[:, 3] = 2.0 * Phi[:, 0]
+        x[:, 3] = 2.0 * x[:, 0]
+    R = rng.normal(size=(60, 2))
+    ci = cbdt.CaseInfluence(intercept=intercept, solver=solver).fit(Phi, R)
+    D, off = ci.dual_, ci.dual_offset_
+    assert D.shape == (60, 4) and off.shape == (60,)
+    assert not D.flags.writeable and not off.flags.writeable
+    A = ci.coefficients(x)
+    np.testing.assert_allclose(x @ D.T + off, A, rtol=0, atol=1e-12 * np.abs(A).max())
+    if not intercept:
+        assert (off == 0).all()
+    # Proposition 1 through the dual: Q = (D phi + offset) R
+    np.testing.assert_allclose((x @ D.T + off) @ R, ci.scores(x), rtol=1e-10, atol=1e-12)
+
+
+def test_dual_exists_only_where_the_fit_formed_it(rng, tmp_path) -> None:
+    import cbdt
+
+    Phi = rng.normal(size=(70_000, 64))  # n H' > 2^22 and n >= 64 H': queries solve
+    ci = cbdt.CaseInfluence().fit(Phi, rng.normal(size=(70_000, 2)))
+    assert not hasattr(ci, "dual_")
+    with pytest.raises(AttributeError, match="iter_coefficients"):
+        ci.dual_  # noqa: B018
+    small = cbdt.CaseInfluence(intercept=True).fit(Phi[:500], rng.normal(size=(500, 2)))
+    small.save(tmp_path / "s.npz")
+    back = cbdt.CaseInfluence.load(tmp_path / "s.npz")
+    np.testing.assert_array_equal(back.dual_, small.dual_)
+    np.testing.assert_array_equal(back.dual_offset_, small.dual_offset_)

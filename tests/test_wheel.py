@@ -119,8 +119,8 @@ LEAN = textwrap.dedent(
     sig = cbdt.audit_signals(ci, q, k=10)
     assert {"entropy", "gini", "risk"} <= set(sig)
     ex = ci.explain(q[0], k=5)
-    for module, extra in (("cbdt.book.plots", "plot"), ("cbdt.models", "torch"),
-                          ("cbdt.datasets", "data")):
+    for module, extra in (("cbdt.plotting", "plot"), ("cbdt.book.plots", "plot"),
+                          ("cbdt.models", "torch"), ("cbdt.datasets", "data")):
         try:
             importlib.import_module(module)
         except cbdt.MissingExtraError as err:

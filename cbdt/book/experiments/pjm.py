@@ -60,6 +60,7 @@ Every statistic is reported as mean and 95 % Student-t interval over the five se
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -324,12 +325,9 @@ class PJMRun:
         return float(self.network.loss_curve_[-1])
 
 
-_CACHE: dict[tuple[int, PJMConfig], PJMRun] = {}
-
-
 def clear_cache() -> None:
-    """Forget the cached runs."""
-    _CACHE.clear()
+    """Forget the runs :func:`pjm_run` keeps (its networks are retrained on the next call)."""
+    _pjm_run.cache_clear()
 
 
 def fit_probe(net: CaseNetwork, X_train: np.ndarray, R_train: np.ndarray, X_query: np.ndarray):
@@ -339,11 +337,16 @@ def fit_probe(net: CaseNetwork, X_train: np.ndarray, R_train: np.ndarray, X_quer
 
 
 def pjm_run(seed: int, config: PJMConfig | None = None) -> PJMRun:
-    """Build the real-data problem of one seed, train and probe (cached in the process)."""
-    config = PJMConfig() if config is None else config
-    key = (int(seed), config)
-    if key in _CACHE:
-        return _CACHE[key]
+    """Build the real-data problem of one seed, train and probe.
+
+    Memoised in the process on ``(seed, config)`` (:func:`functools.cache`): the chapter's
+    later cells and figures reuse the trained networks; :func:`clear_cache` forgets them.
+    """
+    return _pjm_run(int(seed), PJMConfig() if config is None else config)
+
+
+@functools.cache
+def _pjm_run(seed: int, config: PJMConfig) -> PJMRun:
     problem = pjm_bidding_problem(
         seed,
         n_train=config.n_train,
@@ -351,9 +354,7 @@ def pjm_run(seed: int, config: PJMConfig | None = None) -> PJMRun:
         window=config.window,
         market=config.market,
     )
-    run = build_run(problem, config, seed)
-    _CACHE[key] = run
-    return run
+    return build_run(problem, config, seed)
 
 
 def build_run(problem: BiddingProblem, config: PJMConfig | None = None, seed: int = 0) -> PJMRun:

@@ -37,6 +37,7 @@ Reported as mean and 95% Student-t interval over the five seeds
 from __future__ import annotations
 
 import dataclasses
+import functools
 import numbers
 import time
 import warnings
@@ -156,12 +157,9 @@ class SyntheticRun:
     ground_truth: np.ndarray
 
 
-_RUNS: dict[tuple[int, SyntheticConfig], SyntheticRun] = {}
-
-
 def clear_cache() -> None:
-    """Forget the cached runs (networks are retrained on the next call)."""
-    _RUNS.clear()
+    """Forget the runs :func:`synthetic_run` keeps (networks are retrained on the next call)."""
+    _synthetic_run.cache_clear()
     _CONTRIB.clear()
 
 
@@ -176,16 +174,19 @@ def _config(config: SyntheticConfig | None, **overrides: Any) -> SyntheticConfig
 
 
 def synthetic_run(seed: int, config: SyntheticConfig | None = None) -> SyntheticRun:
-    """Data, trained network and OLS probe for one seed (cached in-process).
+    """Data, trained network and OLS probe for one seed.
 
     The same seed seeds the generator and the network. When the representation (with its
     constant coordinate) is rank-deficient, which happens for ReLU through dead units, the
-    probe falls back to the minimum-norm solver (``probe_solver="lstsq"``).
+    probe falls back to the minimum-norm solver (``probe_solver="lstsq"``). Memoised in the
+    process on ``(seed, config)`` (:func:`functools.cache`): chapters 05, 06, 09 and 10 reuse
+    the trained networks; :func:`clear_cache` forgets them.
     """
-    cfg = _config(config)
-    key = (int(seed), cfg)
-    if key in _RUNS:
-        return _RUNS[key]
+    return _synthetic_run(int(seed), _config(config))
+
+
+@functools.cache
+def _synthetic_run(seed: int, cfg: SyntheticConfig) -> SyntheticRun:
     data = make_synthetic_cbdt(
         seed, n_train=cfg.n_train, n_test=cfg.n_test, noise=cfg.noise, bandwidth=cfg.bandwidth
     )
@@ -205,7 +206,6 @@ def synthetic_run(seed: int, config: SyntheticConfig | None = None) -> Synthetic
         probe_solver=solver,
         ground_truth=gt,
     )
-    _RUNS[key] = run
     return run
 
 

@@ -96,6 +96,7 @@ All tables are per seed; :func:`summarize` gives mean and 95% Student-t interval
 from __future__ import annotations
 
 import dataclasses
+import functools
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -777,12 +778,9 @@ def _per_seed_row(r: UCIRun) -> dict[str, Any]:
     return row
 
 
-_AUDITS: dict[tuple[str, tuple[int, ...], UCIConfig], UCIAudit] = {}
-
-
 def clear_cache() -> None:
-    """Forget the cached audits (networks are retrained on the next call)."""
-    _AUDITS.clear()
+    """Forget the audits :func:`uci_audit` keeps (networks are retrained on the next call)."""
+    _uci_audit.cache_clear()
 
 
 def uci_audit(
@@ -791,7 +789,11 @@ def uci_audit(
     config: UCIConfig | None = None,
     **overrides: Any,
 ) -> UCIAudit:
-    """The whole audit of one data set over ``seeds`` (cached in-process).
+    """The whole audit of one data set over ``seeds``.
+
+    Memoised in the process on ``(dataset, seeds, config)`` (:func:`functools.cache`):
+    the chapter's tables and figures reuse the trained networks; :func:`clear_cache` forgets
+    them.
 
     Parameters
     ----------
@@ -806,10 +808,11 @@ def uci_audit(
     cfg = UCIConfig() if config is None else config
     if overrides:
         cfg = dataclasses.replace(cfg, **overrides)
-    seeds = tuple(int(s) for s in seeds)
-    key = (dataset, seeds, cfg)
-    if key in _AUDITS:
-        return _AUDITS[key]
+    return _uci_audit(dataset, tuple(int(s) for s in seeds), cfg)
+
+
+@functools.cache
+def _uci_audit(dataset: str, seeds: tuple[int, ...], cfg: UCIConfig) -> UCIAudit:
     t0 = time.perf_counter()
     if dataset == "adult":
         train, test = load_adult("train"), load_adult("test")
@@ -823,9 +826,7 @@ def uci_audit(
     val = pd.concat([r.validation.assign(seed=r.task.seed) for r in runs], ignore_index=True)
     subs = [r.submemory for r in runs if r.submemory is not None]
     sub = pd.concat(subs, ignore_index=True) if subs else None
-    audit = UCIAudit(dataset, runs, per_seed, sens, val, sub, time.perf_counter() - t0)
-    _AUDITS[key] = audit
-    return audit
+    return UCIAudit(dataset, runs, per_seed, sens, val, sub, time.perf_counter() - t0)
 
 
 # ---------------------------------------------------------------------------
