@@ -12,6 +12,11 @@ so that OpenBLAS's spinning threads of the previous call are asleep):
 * memmap, n = 10**7, H = 64, float64 and float32 files: the fit against one streaming pass over
   the file (``np.copyto`` of every chunk into a reused float64 buffer) and against the Gram of
   the same rows read from the file; the reads of the file the fit made (``passes``);
+* the machine's arithmetic rate: a square float64 matrix product (numpy, its own BLAS threads,
+  the fastest of ``--repeats + 2`` calls), in GFLOP/s (``peak_gflops``), and for every row the
+  time one symmetric Gram product of its rows would take at that rate (``gram_at_peak_s``,
+  :math:`nH(H+1)` flops): the arithmetic floor of a pass, which the streaming floor of a memmap
+  is compared with;
 * dask on a two-process ``LocalCluster``, n = 10**7 in chunks of 10**6 rows read by the
   workers from the float64 file: the fit against a cost model built from per-chunk times
   measured in this process (:func:`dask_cost_model`), and the model's prediction for
@@ -57,6 +62,22 @@ def timed(fn, repeats: int) -> float:
         times.append(time.perf_counter() - t0)
         del out
     return float(np.median(times))
+
+
+def peak_gflops(repeats: int, size: int = 2048) -> float:
+    """GFLOP/s of a square float64 product ``A @ B`` (numpy's BLAS threads), the fastest of
+    ``repeats + 2`` calls after a warm-up: the machine's arithmetic rate, as high as this BLAS
+    gets it."""
+    rng = np.random.default_rng(0)
+    A, B = rng.normal(size=(size, size)), rng.normal(size=(size, size))
+    A @ B
+    best = np.inf
+    for _ in range(repeats + 2):
+        time.sleep(0.3)
+        t0 = time.perf_counter()
+        A @ B
+        best = min(best, time.perf_counter() - t0)
+    return 2.0 * size**3 / best / 1e9
 
 
 def threaded_gram(Phi: np.ndarray, rows: int = 4096) -> np.ndarray:
@@ -221,6 +242,8 @@ def main() -> None:
     ap.add_argument("--dir", default=None)
     ap.add_argument("--no-write", action="store_true")
     args = ap.parse_args()
+    peak = peak_gflops(args.repeats)
+    print(f"peak: {peak:.1f} GFLOP/s", flush=True)
     rows = []
     for H in args.widths:
         reps = args.repeats if H <= 256 else max(1, args.repeats - 2)  # 1024: ~1 min a call
@@ -234,6 +257,8 @@ def main() -> None:
     finally:
         shutil.rmtree(folder, ignore_errors=True)
     df = pd.DataFrame(rows)
+    df["peak_gflops"] = peak
+    df["gram_at_peak_s"] = df["n"] * df["H"] * (df["H"] + 1) / (peak * 1e9)
     print(df.to_string(index=False))
     if not args.no_write:
         RESULTS.mkdir(exist_ok=True)

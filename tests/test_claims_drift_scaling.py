@@ -335,3 +335,23 @@ def test_nystrom_wins_and_verdicts_agree():
         scaling.nystrom_wins(sc.drop(columns="fit_s"))
     with pytest.raises(InputError):
         claims.ch10_nystrom.benchmark_notes({"scaling": _benchmarks()["scaling"]})
+
+
+def test_fit_notes_state_the_arithmetic_floor_from_the_measured_rates():
+    fit = pd.DataFrame([
+        {"case": "in memory", "dtype": "float64", "n": 1_000_000, "H": 64, "fit_s": 0.7,
+         "floor_s": 0.35, "ratio": 2.0, "threaded_gram_s": 0.3, "ratio_threaded_gram": 2.3},
+        {"case": "memmap", "dtype": "float64", "n": 10_000_000, "H": 64, "fit_s": 6.0,
+         "floor_s": 0.8, "ratio": 7.5, "threaded_gram_s": 4.0, "ratio_threaded_gram": 1.5,
+         "passes": 1.13},
+    ])
+    fit["peak_gflops"] = 26.0
+    fit["gram_at_peak_s"] = fit["n"] * fit["H"] * (fit["H"] + 1) / 26e9  # 1.6 s for the file
+    notes = claims.ch10_nystrom.fit_notes(fit)
+    floor = [s for s in notes if s.startswith("The arithmetic floor")]
+    assert len(floor) == 1
+    assert "(26 GFLOP/s" in floor[0] and "takes 1.60 s, 2.0x its streaming pass" in floor[0]
+    assert "within 4.0x of the stream" in floor[0]
+    # a stored run without the rate (older benchmark files) gets no such sentence
+    assert not any(s.startswith("The arithmetic floor") for s in claims.ch10_nystrom.fit_notes(
+        fit.drop(columns=["peak_gflops", "gram_at_peak_s"])))

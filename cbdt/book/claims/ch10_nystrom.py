@@ -474,6 +474,17 @@ def fit_notes(fit: pd.DataFrame) -> list[str]:
             f"{r.ratio:.1f}x one streaming pass over it ({r.floor_s:.2f} s) and "
             f"{r.ratio_threaded_gram:.1f}x the Gram product of its rows ({r.threaded_gram_s:.2f} s)."
         )
+    if len(mm) and "gram_at_peak_s" in mm.columns:
+        r = mm.iloc[0]
+        g, s = float(r.gram_at_peak_s), float(r.floor_s)
+        out.append(
+            f"The arithmetic floor: at the machine's peak rate ({float(r.peak_gflops):.0f} "
+            f"GFLOP/s, a square matrix product timed in the same run) one Gram product of the "
+            f"{r.dtype} file's rows takes {g:.2f} s, {g / s:.1f}x its streaming pass. "
+            f"CholeskyQR2's second pass does that arithmetic twice (a triangular solve and a "
+            f"Gram product), so on this machine no fit of this accuracy can come within "
+            f"{2 * g / s:.1f}x of the stream, however its kernels are written."
+        )
     dk = fit[fit["case"].str.startswith("dask,")]
     model = fit[fit["case"].str.startswith("dask model")]
     if len(dk):
