@@ -350,7 +350,8 @@ def test_fit_notes_state_the_arithmetic_floor_from_the_measured_rates():
     notes = claims.ch10_nystrom.fit_notes(fit)
     floor = [s for s in notes if s.startswith("The arithmetic floor")]
     assert len(floor) == 1
-    assert "(26 GFLOP/s" in floor[0] and "takes 1.60 s, 2.0x its streaming pass" in floor[0]
+    assert "(26 GFLOP/s" in floor[0] and "the float64 file's rows" in floor[0]
+    assert "takes 1.60 s, 2.0x its streaming pass" in floor[0]
     assert "within 4.0x of the stream" in floor[0]
     # a stored run without the rate (older benchmark files) gets no such sentence
     assert not any(s.startswith("The arithmetic floor") for s in claims.ch10_nystrom.fit_notes(

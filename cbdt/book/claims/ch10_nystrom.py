@@ -476,14 +476,15 @@ def fit_notes(fit: pd.DataFrame) -> list[str]:
         )
     if len(mm) and "gram_at_peak_s" in mm.columns:
         r = mm.iloc[0]
-        g, s = float(r.gram_at_peak_s), float(r.floor_s)
+        g, s = float(r["gram_at_peak_s"]), float(r["floor_s"])
         out.append(
-            f"The arithmetic floor: at the machine's peak rate ({float(r.peak_gflops):.0f} "
+            f"The arithmetic floor: at the machine's peak rate ({float(r['peak_gflops']):.0f} "
             f"GFLOP/s, a square matrix product timed in the same run) one Gram product of the "
-            f"{r.dtype} file's rows takes {g:.2f} s, {g / s:.1f}x its streaming pass. "
+            f"{r['dtype']} file's rows takes {g:.2f} s, {g / s:.1f}x its streaming pass. "
             f"CholeskyQR2's second pass does that arithmetic twice (a triangular solve and a "
-            f"Gram product), so on this machine no fit of this accuracy can come within "
-            f"{2 * g / s:.1f}x of the stream, however its kernels are written."
+            f"Gram product), as a Householder QR does in its $2nH^2$ flops, so on this machine "
+            f"no fit with the accuracy of a QR can come within {2 * g / s:.1f}x of the stream, "
+            f"however its kernels are written."
         )
     dk = fit[fit["case"].str.startswith("dask,")]
     model = fit[fit["case"].str.startswith("dask model")]
