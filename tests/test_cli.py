@@ -73,14 +73,21 @@ def test_summary_says_where_this_run_departs_from_the_paper(table1_run):
     means = per_seed.groupby("method")[["top30", "pearson"]].mean()
     ip, ours = means.loc["Inner product"], means.loc["Ours (alpha)"]
     assert ip["top30"] > ours["top30"]  # what this run measured; the line must say so
-    expected = (f"Inner product beats $\\alpha$ here (Top-30 {ip['top30']:.3f} vs "
-                f"{ours['top30']:.3f}, Pearson {ip['pearson']:.3f} vs {ours['pearson']:.3f}), "
-                f"in 2 of 2 seeds")
+    num = r"(-?\d+\.\d{3})"
+    said = re.compile(rf"Inner product beats \$\\alpha\$ here \(Top-30 {num} vs {num}, "
+                      rf"Pearson {num} vs {num}\), in 2 of 2 seeds")
+    want = (ip["top30"], ours["top30"], ip["pearson"], ours["pearson"])
     for summary in (out / "table1" / "summary.md", out / "summary.md"):
         text = summary.read_text(encoding="utf-8")
         line = next(ln for ln in text.splitlines() if '"ours has the highest Top-30' in ln)
         assert line.startswith("- **does not hold**: ")
-        assert expected in line
+        found = said.search(line)
+        assert found, line
+        # each printed number is this run's mean to 3 decimals; the run averaged in memory and
+        # this test re-reads the seeds from the CSV, so the two means agree to rounding and
+        # the printed digit may differ only where a mean sits on a rounding boundary
+        for shown, mean in zip(map(float, found.groups()), want, strict=True):
+            assert abs(shown - mean) <= 0.0005 + 1e-12, (shown, mean, line)
         assert "is itself a similarity (ch. 6 explains it)" in line
         assert "0.751" not in text  # the book's stored 5-seed Pearson of the inner product
         assert "this run's 2 seeds" in text and "Where it departs from the paper:" in text

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from _tolerance import assert_rounding_equal
 
 from cbdt import CaseInfluence
 from cbdt.exceptions import InputError, NotFittedError, RankDeficientError
@@ -144,12 +145,17 @@ def test_probe_fidelity_keeps_its_numbers_and_gains_scale_free_ones(net, toy):
         pf = net.probe_fidelity(X, R, Xt)
         same = ct.probe_fidelity(net, None, X, R, Xt)
     ps, ns = pf.probe_scores, pf.network_scores
-    assert pf.rho_recon.tolist() == [pearson(ps[:, a], ns[:, a]) for a in range(3)]
-    np.testing.assert_array_equal(same.rho_recon, pf.rho_recon)
-    assert pf.agreement == np.mean(ps.argmax(1) == ns.argmax(1))
-    assert pf.max_abs_diff == np.abs(ps - ns).max()
-    spread = np.sqrt(np.mean((ns - ns.mean(0)) ** 2))
-    assert pf.rel_max_abs_diff == pf.max_abs_diff / spread
+    # metrics.pearson is another implementation of the correlation: equal to rounding (three
+    # sums of m terms and the means that centre them, |rho| <= 1: 4 m eps)
+    m = len(ps)
+    assert_rounding_equal(pf.rho_recon, [pearson(ps[:, a], ns[:, a]) for a in range(3)],
+                          ulps=4 * m, scale=1.0)
+    np.testing.assert_array_equal(same.rho_recon, pf.rho_recon)  # the same function
+    assert pf.agreement == np.mean(ps.argmax(1) == ns.argmax(1))  # a count over m: exact
+    assert pf.max_abs_diff == np.abs(ps - ns).max()  # one rounded subtraction per entry
+    spread = np.sqrt(np.mean((ns - ns.mean(0)) ** 2))  # the spread, written out again
+    assert_rounding_equal(pf.rel_max_abs_diff, pf.max_abs_diff / spread, ulps=ns.size + m,
+                          scale=pf.max_abs_diff / spread)
     assert pf.same_units and pf.units_note is None and pf.score_ratio < 3
 
 

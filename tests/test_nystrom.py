@@ -304,6 +304,7 @@ def test_query_api_of_every_estimator():
     ex = ny.explain(Q, k=4)
     sig = cbdt.audit_signals(ny, Q, k=4)
     np.testing.assert_array_equal(ex.signals["action"].to_numpy(), dec)
+    # bit for bit: both are cbdt._signals.case_account on the same queries (one code path)
     np.testing.assert_allclose(ex.signals[["entropy", "gini", "risk"]].to_numpy(),
                                sig[["entropy", "gini", "risk"]].to_numpy(), rtol=0, atol=0)
     np.testing.assert_array_equal(ex.cases["case_id"].to_numpy().reshape(7, 4), want)

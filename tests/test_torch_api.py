@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
+from _tolerance import assert_rounding_equal
 from sklearn.base import clone
 from torch import nn
 
@@ -217,8 +218,9 @@ def test_probe_fidelity_says_when_the_scores_are_logits(ce):
         fid = ct.probe_fidelity(model, "3", X, R, X[:100], head=model[4])
     assert not fid.same_units and "logits" in fid.units_note and fid.score_ratio > 3
     S = fid.network_scores
-    spread = np.sqrt(np.mean((S - S.mean(0)) ** 2))
-    assert fid.rel_max_abs_diff == fid.max_abs_diff / spread
+    spread = np.sqrt(np.mean((S - S.mean(0)) ** 2))  # the spread, written out again
+    want = fid.max_abs_diff / spread  # equal to rounding: a mean of S.size squares
+    assert_rounding_equal(fid.rel_max_abs_diff, want, ulps=S.size + len(S), scale=want)
     assert fid.rho is fid.rho_recon and fid.rho.shape == (3,)
     import copy
 
@@ -243,9 +245,11 @@ def test_one_probe_fidelity_for_a_case_network():
         warnings.simplefilter("error")
         a = ct.probe_fidelity(net, None, X, R, X[:60])
         b = net.probe_fidelity(X, R, X[:60])
-    np.testing.assert_array_equal(a.rho_recon, b.rho_recon)
+    np.testing.assert_array_equal(a.rho_recon, b.rho_recon)  # one function for both
     ps, ns = b.probe_scores, b.network_scores
-    assert b.rho_recon.tolist() == [pearson(ps[:, j], ns[:, j]) for j in range(2)]
+    # metrics.pearson, another implementation: equal to rounding (|rho| <= 1, sums of m terms)
+    assert_rounding_equal(b.rho_recon, [pearson(ps[:, j], ns[:, j]) for j in range(2)],
+                          ulps=4 * len(ps), scale=1.0)
     assert a.same_units and 0 <= a.agreement <= 1
     with pytest.raises(InputError, match="layer=None"):
         ct.probe_fidelity(net, "body", X, R, X)

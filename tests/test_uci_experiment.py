@@ -14,6 +14,7 @@ import matplotlib
 import numpy as np
 import pandas as pd
 import pytest
+from _tolerance import assert_rounding_equal
 from hypothesis import given
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
@@ -204,7 +205,13 @@ def test_kernel_supports_equal_eq1(rng, chunk):
     for j, bw in enumerate(bws):
         ref = cbdt.support(Xq, cbdt.Memory(X, R), cbdt.GaussianSimilarity(bw))
         got = U[j] * np.exp(-d2 / (2 * bw**2))[:, None]
-        np.testing.assert_allclose(got, ref, rtol=1e-10, atol=1e-300)
+        # another computation of sum_i s_i r_i (chunked, shifted exponents, distances by
+        # |q|^2 + |x|^2 - 2 q.x): equal to rounding of the n terms and of their exponents,
+        # whose absolute error grows with (|q|^2 + |x|^2) / 2h^2; signed returns cancel, so
+        # the bound is relative to sum_i s_i |r_i|
+        arg = (np.sum(Xq**2, 1).max() + np.sum(X**2, 1).max()) / (2 * bw**2)
+        assert_rounding_equal(got, ref, ulps=len(X) + 4 * arg, scale=cbdt.support(
+            Xq, cbdt.Memory(X, np.abs(R)), cbdt.GaussianSimilarity(bw)))
         np.testing.assert_array_equal(
             U[j].argmax(1), cbdt.decide(Xq, cbdt.Memory(X, R), cbdt.GaussianSimilarity(bw)))
 
