@@ -15,19 +15,28 @@ CONSTRAINTS := requirements/constraints.txt
 # notebooks re-run by nbval at once, each in its own worker (pytest-xdist, one notebook per
 # worker: --dist loadfile keeps a notebook's cells in order); 8 min instead of 11 on 2 cores
 NBVAL_WORKERS ?= 2
-# torch's and OpenBLAS's generic kernels: the stand-in for a CPU with other vector units
-# (AVX-512, AVX2, SSE, NEON add in other orders); see TESTING.md
-GENERIC_KERNELS := ATEN_CPU_CAPABILITY=default OPENBLAS_CORETYPE=Prescott
-# the chapters re-run on generic kernels by nbval in `make portability`: those that print
-# rounding-level numbers or trained results and run in seconds; the long chapters' networks are
-# covered by tests/test_portability.py (one seed of every network the book trains; ch. 05's
-# synthetic network is one of them, so its notebook is not re-run here)
-PORTABLE_NOTEBOOKS := notebooks/02_proposition1.ipynb notebooks/03_invariance_whitening.ipynb \
-  notebooks/04_audit_signals.ipynb notebooks/11_audit_your_network.ipynb
+# The kernel matrix: `make test` runs the unit tests and the notebook check natively and again on
+# the generic leg (scripts/kernel_env.py: torch's ATen without vectorisation, OpenBLAS's oldest
+# core, numpy's SIMD dispatch off, MKL_CBWR=COMPATIBLE), the stand-in for a CPU with other vector
+# units (AVX-512, AVX2, SSE, NEON add in other orders); each run prints the kernels it used
+# (TESTING.md). The generic leg re-runs every notebook but the four long ones (ch. 07-10, 8-10
+# minutes of the 2-core budget); their networks are retrained on the generic leg, one seed each,
+# by tests/test_portability.py.
+GENERIC_KERNELS = env $$($(BIN)/python scripts/kernel_env.py generic)
+PORTABLE_NOTEBOOKS := $(filter-out notebooks/07_% notebooks/08_% notebooks/09_% notebooks/10_%, \
+  $(wildcard notebooks/[0-9][0-9]_*.ipynb))
+# unit tests that compute nothing with the kernels (packaging, the house, the student edition's
+# text): run once, natively
+NATIVE_ONLY_TESTS := --ignore=tests/test_wheel.py --ignore=tests/test_house.py \
+  --ignore=tests/test_student_edition.py --ignore=tests/test_publishing.py
 # explorer cells carry the nbval-ignore-output tag, so nbval never compares their static twins
 # (tests/test_widgets.py and the browser test check those): CBDT_STATIC_TWIN=0 skips rendering
 # them (about 40 s of ch. 01 alone)
-NBVAL = CBDT_STATIC_TWIN=0 $(BIN)/pytest --nbval --nbval-sanitize-with tests/nbval_sanitize.cfg \
+# tests/nbcheck.py: nbval's runner with a comparison rounding cannot break (printed floats within
+# one unit of their last digit, words and integers exactly), figures compared by RMS, and every
+# exercise's and solution's code run after its chapter (TESTING.md)
+NBVAL = CBDT_STATIC_TWIN=0 PYTHONPATH=tests $(BIN)/pytest -p nbcheck --nbcheck \
+  --nbval-sanitize-with tests/nbval_sanitize.cfg \
   --nbval-cell-timeout=600 -p no:randomly -q -n $(NBVAL_WORKERS) --dist loadfile
 TORCH_PIN := $(shell grep -E '^torch==' $(CONSTRAINTS))
 # where pip finds that torch: empty = pip's own configuration (here a CPU build on local
@@ -41,7 +50,7 @@ TEST_STAMP := $(VENV)/.installed-test
 JB := $(BIN)/jupyter-book
 export PYTHONHASHSEED := 0
 
-.PHONY: book test unit nbval portability portability-reference book-strict browser lab-browser lint \
+.PHONY: book test unit nbval nbval-generic exercises portability portability-reference book-strict browser lab-browser lint \
   lab bench \
   student student-test \
   vendor pdf clean help
@@ -87,23 +96,35 @@ book: $(BOOK_STAMP) _vendor/.complete
 lint: $(TEST_STAMP)
 	$(BIN)/ruff check cbdt tests benchmarks scripts
 	$(BIN)/python scripts/lab_markup.py --check notebooks/[0-9][0-9]_*.ipynb
+	$(BIN)/actionlint -shellcheck $(BIN)/shellcheck .github/workflows/*.yml
 
 # one test file per worker (some files share module-level fixtures); about 2:25 instead of
 # 3:20 on 2 cores
+UNIT = $(BIN)/pytest tests -m "not browser and not portability" --ignore=tests/test_browser.py -q \
+  -n $(NBVAL_WORKERS) --dist loadfile
 unit: $(TEST_STAMP)
-	$(BIN)/pytest tests -m "not browser and not portability" --ignore=tests/test_browser.py -q \
-	  -n $(NBVAL_WORKERS) --dist loadfile
+	$(UNIT)
 
 nbval: $(TEST_STAMP)
 	$(NBVAL) notebooks/
 
-# the stored outputs are what another CPU computes: every network the book trains (one seed
-# each) against tests/portability_reference.json, and the short chapters' notebooks by nbval,
-# all on generic kernels
+# the generic leg of the kernel matrix: the unit tests, every network the book trains (one seed
+# each) against tests/portability_reference.json, and the notebook check of every chapter but
+# ch. 07-10, all on generic kernels
 portability: $(TEST_STAMP)
+	$(GENERIC_KERNELS) $(UNIT) $(NATIVE_ONLY_TESTS)
 	$(GENERIC_KERNELS) $(BIN)/pytest tests/test_portability.py -m portability -p no:randomly \
 	  -q -rA -n $(NBVAL_WORKERS)
 	$(GENERIC_KERNELS) $(NBVAL) $(PORTABLE_NOTEBOOKS)
+
+# the whole notebook check on the generic leg (12-15 minutes on 2 cores; not in make test)
+nbval-generic: $(TEST_STAMP)
+	$(GENERIC_KERNELS) $(NBVAL) notebooks/
+
+# rewrite book/_exercises/*.json from what the exercises' and solutions' code prints now (after an
+# intended change; read the diff)
+exercises: $(TEST_STAMP)
+	$(NBVAL) --nbcheck-write-exercises notebooks/
 
 # rewrite tests/portability_reference.json on this machine's native kernels (after an intended
 # change of a trained result, together with re-executing the notebooks)

@@ -37,3 +37,19 @@ def rewrite_npz():
         np.savez(path, **arrays)
 
     return rewrite
+
+
+def pytest_report_header(config) -> list[str]:
+    """The kernels this run computes with (the leg of the kernel matrix, TESTING.md)."""
+    from nbcheck import kernel_report
+
+    return kernel_report()
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
+    """Under -q the header is not shown: print the kernels after the results instead."""
+    from nbcheck import kernel_report
+
+    if config.get_verbosity() < 0:
+        for line in kernel_report():
+            terminalreporter.write_line(line)
