@@ -151,6 +151,28 @@ def test_ch09_statuses_flip_with_the_data():
     assert "sensitivity row" not in _row(ch, "C.4: from drift").reason
 
 
+def test_ch09_claim_sentences_state_the_claims_table_verdict():
+    """The generated sentences of the chapter take their verdict from claim_status, which
+    chapter_claims uses for the rows: one verdict per claim, in the chapter and on the page."""
+    for kw in ({}, {"p": 0.2}, {"cov": 0.1, "var": 0.05, "entropy_cov": 0.1}):
+        paired = _paired(**kw)
+        check = claims.ch09_drift.claim_check(paired)
+        ch = claims.ch09_drift.chapter_claims(_summary09(), paired)
+        sentences = claims.ch09_drift.claim_sentences(check)
+        rows = {"covariate": _row(ch, "C.4: from drift"), "variance": _row(ch, "C.4: variance")}
+        assert len(sentences) == 2
+        for claim, sentence in zip(("covariate", "variance"), sentences, strict=True):
+            assert claims.ch09_drift.claim_status(check, claim) == rows[claim].status
+            assert f'": {rows[claim].status} (the status in the claims table' in sentence
+    # negative, not significant: "agrees in shape", never "does not hold", for the variance
+    check = claims.ch09_drift.claim_check(_paired(p=0.2))
+    var = claims.ch09_drift.claim_sentences(check)[1]
+    assert ": agrees in shape (" in var and "does not hold" not in var
+    assert "at 3 of 3 variance levels >= 2 its AUC is below the margin's" in var
+    with pytest.raises(InputError):
+        claims.ch09_drift.claim_status(check, "mean")
+
+
 def test_ch09_book_only_rows():
     rows = claims.ch09_drift.pjm_drift_rows(_pjm_summary())
     assert [r.status for r in rows] == ["book only", "book only"]

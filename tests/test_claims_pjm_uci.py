@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import types
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -9,6 +11,7 @@ import pytest
 from cbdt.book import claims
 from cbdt.book.claims import ChapterClaims
 from cbdt.book.experiments import pjm, uci
+from cbdt.exceptions import InputError
 
 SEEDS = (0, 1, 2, 3, 4)
 SPREAD = np.array([-2.0, -1.0, 0.0, 1.0, 2.0])  # mean 0; 95% half-width = 1.963 * eps
@@ -215,3 +218,36 @@ def test_uci_needs_the_submemory_table():
     credit.submemory = None
     with pytest.raises(uci.InputError):
         claims.ch08_uci.chapter_claims(adult, credit, counts)
+
+
+def test_label_error_scale_is_the_mean_squared_slope_of_the_returns():
+    # slopes of r(a0) = 0.5 (1 - y), r(a1) = 1 - 2y, r(a2) = 2 (1 - y) - 3y in y
+    assert claims.ch08_uci.label_error_scale() == pytest.approx((0.5**2 + 2**2 + 5**2) / 3)
+
+
+def test_training_sentence_follows_the_loss_table():
+    loss = pd.DataFrame({"Adult train loss": around(0.0615, 0.0005),
+                         "Adult constant": [0.142] * 5,
+                         "Default train loss": around(1.29, 0.005),
+                         "Default constant": [1.68] * 5})
+    s = claims.ch08_uci.training_sentence(loss)
+    assert s.startswith("Both networks end below the constant predictor")
+    assert "the Adult network at 0.0615 against 0.142 (43% of it)" in s
+    assert "the Default Credit network at 1.29 against 1.68 (77% of it)" in s
+    assert "a squared error of 0.132 against 0.172 in the default label" in s
+    assert "divided by 9.75" in s
+    worse = loss.assign(**{"Adult train loss": [0.15] * 5})
+    assert claims.ch08_uci.training_sentence(worse).startswith("Not every network")
+    with pytest.raises(InputError):
+        claims.ch08_uci.training_sentence(loss.drop(columns=["Adult constant"]))
+
+
+def test_majority_rate_is_the_share_of_the_most_frequent_test_label():
+    def run(y):
+        return types.SimpleNamespace(task=types.SimpleNamespace(y_test=np.asarray(y)))
+
+    audit = uci.UCIAudit("adult", [run([0, 0, 0, 1]), run([1, 1, 0, 1, 1])], pd.DataFrame(),
+                         pd.DataFrame(), pd.DataFrame(), None, 1.0)
+    assert claims.ch08_uci.majority_rate(audit) == pytest.approx((0.75 + 0.8) / 2)
+    with pytest.raises(InputError):
+        claims.ch08_uci.majority_rate(uci_audit_like("adult", agree=0.9))

@@ -11,6 +11,7 @@ from fractions import Fraction
 import numpy as np
 import pandas as pd
 
+from cbdt.datasets.uci import default_credit_proxy_returns
 from cbdt.exceptions import InputError
 from cbdt.metrics import mean_ci
 
@@ -27,6 +28,9 @@ __all__ = [
     "A2_NEAR_ONE",
     "PAPER_SUBMEMORY",
     "chapter_claims",
+    "label_error_scale",
+    "majority_rate",
+    "training_sentence",
 ]
 
 #: The book's reading of the paper's "A2 satisfaction near 1.0" (the paper gives no number).
@@ -61,6 +65,84 @@ def _grid_position(paper: float, curve: pd.Series) -> str:
         if min(v[i], v[i + 1]) <= paper <= max(v[i], v[i + 1])
     ]
     return "between " + ", and again between ".join(between)
+
+
+def label_error_scale() -> float:
+    """What a squared error over the three Default Credit returns is in the label itself.
+
+    Every Default Credit return is an affine function of the default label y
+    (:func:`cbdt.datasets.uci.default_credit_proxy_returns`), with slopes ``d_a``; an error
+    ``e`` in predicting y is an error ``d_a e`` in the return of action ``a``, so a mean
+    squared error ``L`` over the three returns is ``L / mean(d_a^2)`` in y.
+
+    Returns
+    -------
+    float
+        ``mean(d_a^2)`` (9.75 for the slopes -0.5, -2 and -5).
+    """
+    r = default_credit_proxy_returns(pd.DataFrame({"y": [0, 1]}))
+    return float(np.mean((r[1] - r[0]) ** 2))
+
+
+def majority_rate(audit: UCIAudit) -> float:
+    """The accuracy of always predicting the test records' most frequent label.
+
+    Parameters
+    ----------
+    audit : UCIAudit
+        :func:`cbdt.book.experiments.uci.uci_audit`'s result (each run's ``task.y_test``).
+
+    Returns
+    -------
+    float
+        The share of the most frequent label, mean over the seeds' test sets.
+    """
+    if not audit.runs:
+        raise InputError("the audit holds no run.")
+    return float(np.mean([np.bincount(r.task.y_test).max() / r.task.y_test.size
+                          for r in audit.runs]))
+
+
+#: :func:`training_sentence`'s columns: (data set, training-loss column, constant column).
+_LOSS_COLUMNS = (("Adult", "Adult train loss", "Adult constant"),
+                 ("Default Credit", "Default train loss", "Default constant"))
+
+
+def training_sentence(loss: pd.DataFrame, label_scale: float | None = None) -> str:
+    """Chapter 08's sentence on the networks' final training loss against the best constant.
+
+    Parameters
+    ----------
+    loss : pandas.DataFrame
+        One row per seed with the columns ``Adult train loss``, ``Adult constant``, ``Default
+        train loss`` and ``Default constant`` (the chapter's loss table); means over the
+        seeds are compared.
+    label_scale : float, optional
+        :func:`label_error_scale` (the default): the Default Credit losses are also given as
+        an error in the label.
+
+    Returns
+    -------
+    str
+        Markdown, numbers to 3 significant digits.
+    """
+    cols = [c for _, *pair in _LOSS_COLUMNS for c in pair]
+    missing = [c for c in cols if c not in loss.columns]
+    if missing:
+        raise InputError(f"loss lacks the columns {missing}; got {list(loss.columns)}.")
+    scale = label_error_scale() if label_scale is None else float(label_scale)
+    parts, below = [], []
+    for name, train, const in _LOSS_COLUMNS:
+        t, c = float(loss[train].mean()), float(loss[const].mean())
+        below.append(t < c)
+        part = f"the {name} network at {fmt(t)} against {fmt(c)} ({t / c:.0%} of it)"
+        if name == "Default Credit":
+            part += (f", a squared error of {fmt(t / scale)} against {fmt(c / scale)} in the "
+                     f"default label itself (the loss divided by {scale:g})")
+        parts.append(part)
+    lead = ("Both networks end below the constant predictor" if all(below) else
+            "Not every network ends below the constant predictor")
+    return f"{lead} (training loss, mean over the seeds): {'; '.join(parts)}."
 
 
 def chapter_claims(

@@ -22,6 +22,7 @@ from . import TRAINED_TOLERANCE, ChapterClaims, Claim, mean_ci_math
 __all__ = [
     "PROBE_VARIANT",
     "claim_check",
+    "claim_status",
     "claim_sentences",
     "chapter_claims",
     "classifier_rows",
@@ -78,8 +79,45 @@ def claim_check(
     return pd.DataFrame(rows)
 
 
+def claim_status(check: pd.DataFrame, claim: str) -> str:
+    """The status of a claim of App. C.4 (:data:`cbdt.book.claims.STATUSES`), from
+    :func:`claim_check`'s table of every case-influence score: the words of the claims table.
+
+    * ``"covariate"`` (the case-influence scores exceed the margin from level 2 on):
+      ``"agrees"`` when the claim holds for every score (favourable and significant at every
+      level), else ``"does not hold"``;
+    * ``"variance"`` (the margin is better): ``"agrees"`` when it holds for every score,
+      ``"agrees in shape"`` when every score's mean difference is negative but not
+      significant at every level, else ``"does not hold"``.
+
+    Parameters
+    ----------
+    check : pandas.DataFrame
+        :func:`claim_check`'s result.
+    claim : {"covariate", "variance"}
+
+    Returns
+    -------
+    str
+    """
+    rows = check[check["claim"] == claim]
+    if rows.empty:
+        raise InputError(f"the claim check has no rows for {claim!r}.")
+    if claim == "covariate":
+        return "agrees" if bool(rows["holds"].all()) else "does not hold"
+    if claim == "variance":
+        if bool(rows["holds"].all()):
+            return "agrees"
+        return "agrees in shape" if bool((rows["mean_diff"] < 0).all()) else "does not hold"
+    raise InputError(f"claim must be 'covariate' or 'variance', got {claim!r}.")
+
+
 def claim_sentences(claims: pd.DataFrame, score: str = "risk") -> list[str]:
-    """One sentence per claim, with the numbers, generated from :func:`claim_check`."""
+    """One sentence per claim of App. C.4, generated from :func:`claim_check`.
+
+    Each states the claim's status with the words of the claims table (:func:`claim_status`,
+    which :func:`chapter_claims` uses too), then the numbers of one score.
+    """
     out = []
     text = {
         "covariate": (
@@ -93,14 +131,14 @@ def claim_sentences(claims: pd.DataFrame, score: str = "risk") -> list[str]:
         if r.empty:
             continue
         r = r.iloc[0]
-        verdict = "holds" if r["holds"] else "does not hold"
         direction = "above" if claim == "covariate" else "below"
         out.append(
-            f"{text[claim]} {verdict} for the risk score O_alpha in this grid: at "
-            f"{r['favourable']} of {r['levels']} {claim} levels >= 2 its AUC is {direction} "
-            f"the margin's on average ({r['significant']} significant, paired t, p < 0.05), "
-            f"{r['seed_wins']} of {r['seed_pairs']} seed comparisons go that way, and the mean "
-            f"AUC difference (risk - margin) is {r['mean_diff']:+.3f}."
+            f"{text[claim]}: {claim_status(claims, claim)} (the status in the claims table "
+            f"below). For the {score} score, at {r['favourable']} of {r['levels']} {claim} "
+            f"levels >= 2 its AUC is {direction} the margin's on average "
+            f"({r['significant']} significant, paired t, p < 0.05), {r['seed_wins']} of "
+            f"{r['seed_pairs']} seed comparisons go that way, and the mean AUC difference "
+            f"({score} - margin) is {r['mean_diff']:+.3f}."
         )
     return out
 
@@ -241,7 +279,7 @@ def chapter_claims(
     parts = [f"{names[s]} {_signed(r['mean_diff'])} (above 0 at {r['favourable']} of {r['levels']} "
              f"levels, {r['significant']} significant)" for s, r in cov.iterrows()]
     wins = ", ".join(f"{r['seed_wins']}" for _, r in cov.iterrows())
-    holds = bool(len(cov) and cov["holds"].all())
+    holds = claim_status(check, "covariate") == "agrees"
     n_fav = int(cov["favourable"].sum())
     flips: list[str] = []
     if sensitivity is not None:
@@ -276,8 +314,7 @@ def chapter_claims(
     # --- variance: better handled by the margin -------------------------------------------
     var = cc("variance")
     r = var.loc["risk"] if "risk" in var.index else var.iloc[0]
-    all_hold = bool(var["holds"].all())
-    neg = bool((var["mean_diff"] < 0).all())
+    var_status = claim_status(check, "variance")
     rows.append(Claim(
         "C.4: variance shifts are better handled by the margin",
         "yes",
@@ -288,10 +325,11 @@ def chapter_claims(
         f"{_signed(var.loc['gini', 'mean_diff'])})"
         if {"entropy", "gini"} <= set(var.index) else
         f"margin higher at {r['favourable']} of {r['levels']} variance levels $\\ge {L}$",
-        "agrees" if all_hold else "agrees in shape" if neg else "does not hold",
-        "" if all_hold else
-        "the margin is higher on average but not significantly at every level" if neg else
-        "a case-influence score beats the margin on average under variance shift",
+        var_status,
+        {"agrees": "",
+         "agrees in shape": "the margin is higher on average but not significantly at every "
+                            "level"}.get(var_status, "a case-influence score beats the margin "
+                                                     "on average under variance shift"),
     ))
 
     # --- mean shift: weaker differences ---------------------------------------------------
