@@ -213,3 +213,17 @@ def test_glued_figures_are_compared_as_figures():
     assert nbcheck.is_image("image/png")
     assert nbcheck.is_image("application/papermill.record/image/png")
     assert not nbcheck.is_image("application/papermill.record/text/plain")
+
+
+def test_exercise_outputs_left_uncompared_are_timings_and_exist():
+    """The explicit list of exercise blocks whose output is not compared names existing
+    blocks that time something, and nothing else."""
+    blocks = {}
+    for nb in NOTEBOOKS:
+        rel = nb.relative_to(ROOT).as_posix()
+        for b in (nbcheck.notebook_blocks(nbformat.read(nb, as_version=4), rel)
+                  + nbcheck.instructor_blocks(rel)):
+            blocks[b.key] = b.source
+    for key, reason in nbcheck.IGNORE_OUTPUT.items():
+        assert key in blocks, key
+        assert "perf_counter" in blocks[key] and "time" in reason
