@@ -16,6 +16,7 @@ with the one line that says what to install.
 from __future__ import annotations
 
 import importlib
+import sys
 from types import ModuleType
 
 # module -> (distribution, extra)
@@ -32,6 +33,45 @@ EXTRAS: dict[str, tuple[str, str]] = {
 }
 
 
+def _missing(module: str, what: str) -> Exception:
+    from .exceptions import MissingExtraError
+
+    dist, extra = EXTRAS[module.split(".")[0]]
+    return MissingExtraError(
+        f"{what} needs {dist}, which is not installed: pip install 'cbdt[{extra}]'"
+    )
+
+
+def require_installed(module: str, what: str) -> None:
+    """Raise :class:`~cbdt.MissingExtraError` naming the extra when ``module`` (a top-level
+    name of :data:`EXTRAS`) is not installed, without importing it.
+
+    For modules such as :mod:`cbdt.torch` that import their extra only when a function runs
+    but should fail on import when it is absent (``from cbdt import torch`` in the lean
+    install).
+
+    Parameters
+    ----------
+    module : str
+        The module of the extra, e.g. ``"torch"``.
+    what : str
+        What needs it, e.g. ``"cbdt.torch"``.
+
+    Raises
+    ------
+    MissingExtraError
+        When ``module`` cannot be found.
+    """
+    import importlib.util
+
+    try:
+        found = importlib.util.find_spec(module) is not None
+    except (ValueError, ImportError):  # a module whose __spec__ is None: it is loaded
+        found = module in sys.modules and sys.modules[module] is not None
+    if not found:
+        raise _missing(module, what) from None
+
+
 def require(module: str, what: str) -> ModuleType:
     """Import ``module`` (a top-level name of :data:`EXTRAS`, or a submodule of one), or
     raise :class:`~cbdt.MissingExtraError` naming the extra that installs it.
@@ -44,9 +84,4 @@ def require(module: str, what: str) -> ModuleType:
         top = module.split(".")[0]
         if err.name is None or err.name.split(".")[0] != top:
             raise  # the module is there; something it imports is not
-        from .exceptions import MissingExtraError
-
-        dist, extra = EXTRAS[top]
-        raise MissingExtraError(
-            f"{what} needs {dist}, which is not installed: pip install 'cbdt[{extra}]'"
-        ) from None
+        raise _missing(top, what) from None

@@ -38,7 +38,14 @@ import pandas as pd
 from ._ranking import top_k_indices
 from ._results import Explanation, TopCases
 from ._signals import case_account
-from ._validation import as_query, check_action, check_case_ids, check_k, check_positive_int
+from ._validation import (
+    as_query,
+    check_action,
+    check_case_ids,
+    check_feature_names,
+    check_k,
+    check_positive_int,
+)
 from .exceptions import InputError
 
 __all__ = ["CaseQueryMixin", "TopCases", "Explanation"]
@@ -88,7 +95,10 @@ class CaseQueryMixin:
         raise NotImplementedError  # pragma: no cover
 
     def _check_query(self, phi: Any) -> tuple[np.ndarray, bool]:
+        """Validated queries ``(m, H)`` and whether ``phi`` was 1-D; a DataFrame's columns
+        are checked against ``feature_names_in_`` (:func:`cbdt._validation.check_feature_names`)."""
         self._check_fitted()
+        check_feature_names(self, phi, reset=False, name="phi")
         return as_query("phi", phi, self.n_features_in_)
 
     @property
@@ -374,9 +384,14 @@ class CaseQueryMixin:
         -------
         Explanation
             ``cases``: one row per (query, rank) with ``query, rank, case_id, alpha, psi,
-            return, case_action, effect`` (``"raises"`` or ``"lowers"`` the audited score);
-            ``signals``: one row per query with ``action, score, margin, entropy, gini,
-            risk``. Actions are given by name (``action_names_``).
+            return, case_action, effect`` (``"raises"`` or ``"lowers"`` the audited score, or
+            ``"none"`` for a contribution of exactly 0, a case whose return for the audited
+            action is 0); ``signals``: one row per query with ``action, score, margin,
+            entropy, gini, risk``, those of :func:`cbdt.audit.audit_signals`. Actions are given
+            by name (``action_names_``). A top-k set whose mass lies on one action has the
+            small positive entropy of the smoothing ``eps`` of eq. 16 (about
+            ``(eps / M) log(M / eps)`` for a mass ``M``, e.g. ``7e-11``), not 0: that floor
+            orders such queries by their mass.
 
         Notes
         -----
@@ -414,7 +429,7 @@ class CaseQueryMixin:
         m, k = idx.shape
         alpha_k = top.coefficients if top.coefficients is not None else self._alpha_at(Q, idx)
         ret = self.returns_[idx, acts[:, None]]
-        psi_k = alpha_k * ret
+        psi_k = alpha_k * ret + 0.0  # + 0.0: a zero contribution is 0.0, never -0.0
         cases = pd.DataFrame(
             {
                 "query": np.repeat(np.arange(m), k),
@@ -424,7 +439,8 @@ class CaseQueryMixin:
                 "psi": psi_k.ravel(),
                 "return": ret.ravel(),
                 "case_action": self._action_labels()[a_star[idx.ravel()]],
-                "effect": np.where(psi_k.ravel() >= 0, "raises", "lowers"),
+                "effect": np.select([psi_k.ravel() > 0, psi_k.ravel() < 0], ["raises", "lowers"],
+                                    "none"),
             }
         )
         signals.index.name = "query"

@@ -122,10 +122,12 @@ class Explanation:
     ----------
     cases : pandas.DataFrame
         One row per (query, rank): ``query, rank, case_id, alpha, psi, return, case_action,
-        effect``; ``case_action`` is the case-optimal action :math:`a_i^*` by name.
+        effect``; ``case_action`` is the case-optimal action :math:`a_i^*` by name, ``effect``
+        ``"raises"``, ``"lowers"`` or (a contribution of exactly 0) ``"none"``.
     signals : pandas.DataFrame
         One row per query (index ``query``): ``action`` (by name), ``score``, ``margin``,
-        ``entropy``, ``gini``, ``risk`` (eq. 16-20).
+        ``entropy``, ``gini``, ``risk`` (eq. 16-20); an entropy that the smoothing of eq. 16
+        and rounding alone explain is 0 here (``explain``'s Returns).
     action_names : ndarray or None
         The estimator's ``action_names_`` when its actions are named (the frames then hold
         names), ``None`` when they are the positions ``0..|A|-1``.

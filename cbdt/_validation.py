@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numbers
+import warnings
 from typing import Any
 
 import numpy as np
@@ -22,6 +23,12 @@ __all__ = [
 ]
 
 
+def shown(value: Any) -> str:
+    """``repr`` of ``value`` as a reader wrote it: a numpy scalar as its Python value
+    (``nan``, ``3``, ``'buy'``), not ``np.float64(nan)``."""
+    return repr(value.item() if isinstance(value, np.generic) else value)
+
+
 def check_finite(name: str, array: np.ndarray, *, hint: str = "") -> None:
     """Raise :class:`InputError` when ``array`` holds NaN or inf, naming where."""
     finite = np.isfinite(array)
@@ -31,7 +38,7 @@ def check_finite(name: str, array: np.ndarray, *, hint: str = "") -> None:
         n_bad = int(bad.shape[0])
         value = array[first]
         msg = (
-            f"{name} contains {n_bad} non-finite value(s) (NaN or inf); the first is {value!r} "
+            f"{name} contains {n_bad} non-finite value(s) (NaN or inf); the first is {shown(value)} "
             f"at index {first}. Remove or impute these entries before calling cbdt"
         )
         raise InputError(msg + (f" ({hint})." if hint else "."))
@@ -61,7 +68,12 @@ def as_float_matrix(
         want = f"{ndim}-D" + (" (or 1-D)" if allow_1d else "")
         raise InputError(f"{name} must be {want}, got an array of shape {arr.shape}.")
     if arr.size == 0:
-        raise InputError(f"{name} is empty (shape {arr.shape}); it needs at least one row.")
+        if arr.ndim == 2 and arr.shape[0] > 0:
+            raise InputError(
+                f"{name} has no columns (shape {arr.shape}); it needs at least one column "
+                "(a feature, or an action for returns)."
+            )
+        raise InputError(f"{name} has no rows (shape {arr.shape}); it needs at least one.")
     arr = np.asarray(arr, dtype=np.float64)
     if finite:
         check_finite(name, arr)
@@ -89,15 +101,42 @@ def non_numeric_columns(name: str, X: Any) -> None:
     ]
     if not bad:
         return
-    shown = ", ".join(f"{c!r} ({frame.dtypes[c]}, e.g. {_example(frame[c])})" for c in bad[:5])
+    listed = ", ".join(f"{c!r} ({frame.dtypes[c]}, e.g. {_example(frame[c])})" for c in bad[:5])
     more = f" and {len(bad) - 5} more" if len(bad) > 5 else ""
     var = name.split()[0] if name.split()[0].isidentifier() else "X"
+    # numbers stored as text need a conversion, not an encoding
+    text = [c for c in bad if _numbers_as_text(frame[c])]
+    other = [c for c in bad if c not in text]
+    advice = []
+    if text:
+        advice.append(
+            f"{'Column(s) ' + repr(text[:5]) + ' hold' if other else 'They hold'} numbers "
+            f"stored as text: convert them with {var}[{text[:5]!r}] = "
+            f"{var}[{text[:5]!r}].apply(pandas.to_numeric)."
+        )
+    if other:
+        advice.append(
+            f"Encode {'the others' if text else 'them'} as numbers first, e.g. one-hot with "
+            f"{var} = pandas.get_dummies({var}, columns={other[:5]!r}, dtype=float), or drop "
+            f"them with {var} = {var}.drop(columns={other[:5]!r})."
+        )
     raise InputError(
         f"{name} must be numeric, but {len(bad)} column(s) of the DataFrame are not: "
-        f"{shown}{more}. Encode them as numbers first, e.g. one-hot with "
-        f"{var} = pandas.get_dummies({var}, columns={bad[:5]!r}, dtype=float), or drop them "
-        f"with {var} = {var}.drop(columns={bad[:5]!r})."
+        f"{listed}{more}. " + " ".join(advice)
     )
+
+
+def _numbers_as_text(col: Any) -> bool:
+    """Whether a non-numeric column holds only numbers written as text (``"1.5"``)."""
+    import pandas as pd
+
+    if pd.api.types.is_bool_dtype(col.dtype) or pd.api.types.is_datetime64_any_dtype(
+            col.dtype) or isinstance(col.dtype, pd.CategoricalDtype):
+        return False
+    vals = col.dropna()
+    if not len(vals) or not all(isinstance(v, str) for v in vals.tolist()):
+        return False
+    return bool(pd.to_numeric(vals, errors="coerce").notna().all())
 
 
 def _example(col: Any) -> str:
@@ -244,12 +283,12 @@ def _action_position(
     where = "" if query is None else f" (query {query})"
     if labels is None or np.array_equal(labels, np.arange(n_actions)):
         raise InputError(
-            f"action {value!r}{where} is not an action of this model: its {n_actions} actions "
+            f"action {shown(value)}{where} is not an action of this model: its {n_actions} actions "
             f"are unnamed, so pass a position 0..{n_actions - 1}, or fit with a returns "
             "DataFrame whose columns name the actions (or action_names=[...])."
         )
     raise InputError(
-        f"action {value!r}{where} is not an action name of this model; the actions are "
+        f"action {shown(value)}{where} is not an action name of this model; the actions are "
         f"{_list(labels)} (or their positions 0..{n_actions - 1})."
     )
 
@@ -311,14 +350,14 @@ def check_k(k: Any, n: int, *, what: str = "training cases") -> int:
 def check_positive_int(name: str, value: Any) -> int:
     """``value`` as an int >= 1 (bools refused), or an InputError naming ``name``."""
     if not isinstance(value, numbers.Integral) or isinstance(value, bool) or value < 1:
-        raise InputError(f"{name} must be a positive integer, got {value!r}.")
+        raise InputError(f"{name} must be a positive integer, got {shown(value)}.")
     return int(value)
 
 
 def check_nonnegative_scalar(name: str, value: Any) -> float:
     """Validate a finite, non-negative real scalar."""
     if not isinstance(value, numbers.Real) or isinstance(value, bool):
-        raise InputError(f"{name} must be a non-negative real number, got {value!r}.")
+        raise InputError(f"{name} must be a non-negative real number, got {shown(value)}.")
     value = float(value)
     if not np.isfinite(value) or value < 0:
         raise InputError(
@@ -346,6 +385,20 @@ def check_case_ids(case_ids: Any, n: int, data: Any = None) -> np.ndarray | None
             f"case_ids must name every training case: one label per row of Phi (n = {n}), got "
             f"shape {ids.shape}."
         )
+    import pandas as pd
+
+    index = pd.Index(ids)
+    if not index.is_unique:
+        dup = index[index.duplicated()].unique()
+        names = ", ".join(shown(v) for v in dup[:5]) + (
+            f" and {len(dup) - 5} more" if len(dup) > 5 else "")
+        source = "case_ids" if case_ids is not getattr(data, "index", None) else (
+            "the index of Phi (its labels become the case ids)")
+        raise InputError(
+            f"{source} must be unique: each names one training case in top_cases, explain "
+            f"and saved fits, but {len(dup)} label(s) occur more than once: {names}. Pass "
+            "unique labels, or fit on Phi.reset_index(drop=True) to name cases by position."
+        )
     ids = ids.copy()
     ids.setflags(write=False)
     return ids
@@ -368,3 +421,213 @@ def storable_ids(ids: np.ndarray, what: str = "case_ids_") -> np.ndarray:
         f"without pickle; refit with {what[:-1]} converted to strings or integers "
         f"(e.g. {fix})."
     )
+
+
+# ---------------------------------------------------------------------- labels (pandas)
+def get_feature_names(X: Any) -> np.ndarray | None:
+    """Column names of a pandas ``X`` when all are strings, else ``None``.
+
+    As scikit-learn's ``_get_feature_names``: a DataFrame whose column names are all
+    strings has feature names; an array, a DataFrame with integer (or mixed) column names has
+    none. A pandas Series (one query row) lends its index when all its labels are strings.
+
+    Parameters
+    ----------
+    X : object
+        Any input; only pandas objects can carry names.
+
+    Returns
+    -------
+    ndarray of dtype object, shape (H,), or None
+    """
+    if not _is_pandas(X):
+        return None
+    labels = getattr(X, "columns" if getattr(X, "ndim", 2) == 2 else "index", None)
+    if labels is None or len(labels) == 0:
+        return None
+    values = np.asarray(labels, dtype=object)
+    if not all(isinstance(v, str) for v in values.tolist()):
+        return None
+    return values
+
+
+def check_feature_names(
+    estimator: Any,
+    X: Any,
+    *,
+    reset: bool,
+    name: str = "phi",
+    attr: str = "feature_names_in_",
+    fix_var: str = "q",
+) -> None:
+    """Set (``reset=True``, in ``fit``) or check (at a query) the feature names of ``X``.
+
+    The one implementation of scikit-learn's ``BaseEstimator._check_feature_names`` for
+    every cbdt estimator. At ``fit`` it sets ``estimator.<attr>`` (``feature_names_in_``)
+    from a DataFrame whose column names are all strings and deletes it otherwise. At a
+    query:
+
+    * names at fit and in ``X``, different (missing, unexpected or reordered columns):
+      :class:`~cbdt.exceptions.InputError` naming the columns. cbdt reads columns by
+      position, so it refuses rather than reorders: select the columns as at fit,
+      ``q[est.feature_names_in_]``;
+    * names at fit, none in ``X`` (an array, a DataFrame with integer column names):
+      accepted silently, read by position (scikit-learn warns here; cbdt does not, so that
+      a DataFrame fit can be queried with the arrays a representation returns);
+    * no names at fit, names in ``X``: a ``UserWarning`` (as scikit-learn), read by
+      position.
+
+    Parameters
+    ----------
+    estimator : object
+        The estimator whose ``attr`` holds the names.
+    X : object
+        The training ``Phi`` (``reset=True``) or a query.
+    reset : bool
+        Whether this is ``fit`` (set the names) or a query (check them).
+    name : str, default="phi"
+        How ``X`` is named in messages.
+    attr : str, default="feature_names_in_"
+        The attribute holding the names (``input_names_in_`` for the inputs of a torch
+        audit).
+    fix_var : str, default="q"
+        The variable the advice selects columns of.
+
+    Raises
+    ------
+    InputError
+        At a query, when ``X`` names other columns than the fit, or the same in another
+        order.
+    """
+    names = get_feature_names(X)
+    if reset:
+        if names is None or getattr(X, "ndim", 2) != 2:  # a Series' index names rows here
+            estimator.__dict__.pop(attr, None)
+        else:
+            names.setflags(write=False)
+            setattr(estimator, attr, names)
+        return
+    fitted = getattr(estimator, attr, None)
+    if names is None:
+        return
+    est = type(estimator).__name__
+    if fitted is None:
+        warnings.warn(
+            f"{name} has feature names (the column names of a DataFrame), but {est} was fitted "
+            "without feature names; its columns are read by position, as at fit.",
+            UserWarning,
+            stacklevel=4,
+        )
+        return
+    fitted_list = [str(v) for v in np.asarray(fitted).tolist()]
+    given = names.tolist()
+    if fitted_list == given:
+        return
+    given_set, fitted_set = set(given), set(fitted_list)
+    missing = [c for c in fitted_list if c not in given_set]
+    unexpected = [c for c in given if c not in fitted_set]
+    parts = []
+    if missing:
+        parts.append(f"missing column(s) {_list(np.asarray(missing, dtype=object))}")
+    if unexpected:
+        parts.append(f"unexpected column(s) {_list(np.asarray(unexpected, dtype=object))}")
+    if not parts:  # the same names (or duplicates of them) in another order
+        pos = next(
+            (i for i, (a, b) in enumerate(zip(fitted_list, given, strict=False)) if a != b),
+            min(len(given), len(fitted_list)),
+        )
+        parts.append(
+            f"the columns are reordered: {_list(names)} (position {pos} is "
+            f"{given[pos] if pos < len(given) else None!r}, at fit "
+            f"{fitted_list[pos] if pos < len(fitted_list) else None!r})"
+        )
+    fix = f"{fix_var}[est.{attr}]"
+    raise InputError(
+        f"the columns of {name} do not match those {est} was fitted on ({attr} = "
+        f"{_list(np.asarray(fitted_list, dtype=object))}): {'; '.join(parts)}. Columns are "
+        f"read by position, so cbdt refuses to guess; select and order the columns as at "
+        f"fit: {fix}" + (
+            " (after adding the missing ones)." if missing else "."
+        )
+    )
+
+
+def check_same_index(X: Any, R: Any, *, x_name: str = "Phi", r_name: str = "R") -> None:
+    """Refuse pandas ``X`` and ``R`` whose row indexes differ (rows are paired by position).
+
+    cbdt pairs row ``i`` of ``X`` with row ``i`` of ``R``, never by label; when both are
+    pandas objects (DataFrame or Series) with the same number of rows, their indexes must be
+    equal. An array on either side is paired by position, as in scikit-learn. (Different row
+    counts are left to the caller's shape check.)
+
+    Parameters
+    ----------
+    X, R : object
+        The training inputs (``Phi`` or ``X``) and returns.
+    x_name, r_name : str
+        Their names in the message (and in the advice).
+
+    Raises
+    ------
+    InputError
+        Naming the first position where the labels differ, how many differ, and how to
+        align: ``R.loc[Phi.index]`` or ``.reset_index(drop=True)`` on both.
+    """
+    if not (_is_pandas(X) and _is_pandas(R)):
+        return
+    xi, ri = getattr(X, "index", None), getattr(R, "index", None)
+    if xi is None or ri is None or len(xi) != len(ri) or xi.equals(ri):
+        return
+    xa, ra = np.asarray(xi, dtype=object), np.asarray(ri, dtype=object)
+    differ = np.fromiter((a != b for a, b in zip(xa.tolist(), ra.tolist(), strict=True)),
+                         dtype=bool, count=len(xa))
+    if not differ.any():  # equal labels, other index types (e.g. 0..n-1 as int and object)
+        return
+    pos = int(np.argmax(differ))
+    common = xi.intersection(ri)
+    if len(common) == 0:
+        how = (
+            f"{r_name}'s index has no label in common with {x_name}'s; if the rows already "
+            f"correspond by position, drop both indexes: {x_name} = "
+            f"{x_name}.reset_index(drop=True) and {r_name} = {r_name}.reset_index(drop=True)"
+        )
+    else:
+        how = (
+            f"align them: {r_name} = {r_name}.loc[{x_name}.index] (the same labels in another "
+            f"order), or, if the rows already correspond by position, drop both indexes with "
+            f".reset_index(drop=True)"
+        )
+    raise InputError(
+        f"{x_name} and {r_name} are pandas objects with different row indexes: at position "
+        f"{pos} {x_name} has the label {xa[pos]!r} but {r_name} has {ra[pos]!r} "
+        f"({int(differ.sum())} of {len(xa)} positions differ). cbdt pairs row i of {x_name} "
+        f"with row i of {r_name} by position, never by label, so it refuses rather than pair "
+        f"the wrong rows; {how}."
+    )
+
+
+_EPS64 = float(np.finfo(np.float64).eps)
+
+
+def dtype_eps(Phi: Any) -> float:
+    """Machine epsilon of the dtype ``Phi`` was computed in: float32's for a float32 (or
+    narrower) array, memmap, dask array, tensor or all-float32 DataFrame, float64's otherwise
+    (float64 and integer data, lists). The fit converts to float64, but a rank tolerance below
+    the data's own rounding would count that rounding as rank."""
+    dt = getattr(Phi, "dtype", None)
+    if dt is None and hasattr(Phi, "dtypes"):  # a DataFrame: its widest column
+        try:
+            dt = np.result_type(*list(Phi.dtypes))
+        except TypeError:
+            return _EPS64
+    if dt is None:
+        return _EPS64
+    if not isinstance(dt, np.dtype):  # e.g. torch.float32, torch.bfloat16
+        name = str(dt).rpartition(".")[2]
+        if name == "bfloat16":
+            return 2.0**-7
+        try:
+            dt = np.dtype(name)
+        except TypeError:
+            return _EPS64
+    return max(float(np.finfo(dt).eps), _EPS64) if dt.kind == "f" else _EPS64

@@ -111,9 +111,11 @@ from ._validation import (
     check_action,
     check_action_names,
     check_case_ids,
+    check_feature_names,
     check_finite,
     check_k,
     check_nonnegative_scalar,
+    check_same_index,
 )
 from .exceptions import InputError, NotFittedError
 from .influence import CaseInfluence, TopCases
@@ -154,7 +156,12 @@ def _augment(P: np.ndarray) -> np.ndarray:
     return np.hstack([P, np.ones((P.shape[0], 1))])
 
 
-def _check_train(Phi: Any, R: Any) -> tuple[np.ndarray, np.ndarray]:
+def _check_train(Phi: Any, R: Any, est: Any = None) -> tuple[np.ndarray, np.ndarray]:
+    """``Phi`` (n, H) and ``R`` (n, |A|) as float64 arrays, rows paired (equal pandas
+    indexes); ``est.feature_names_in_`` set from a ``Phi`` DataFrame (cbdt._validation)."""
+    check_same_index(Phi, R)
+    if est is not None:
+        check_feature_names(est, Phi, reset=True, name="Phi")
     Phi = as_float_matrix("Phi", Phi)
     R = as_float_matrix("R", R, allow_1d=True)
     if R.ndim == 1:
@@ -206,6 +213,7 @@ class _Attribution:
 
     def _query(self, phi: Any) -> tuple[np.ndarray, bool]:
         self._check_fitted()
+        check_feature_names(self, phi, reset=False, name="phi")  # as CaseQueryMixin
         return as_query("phi", phi, self.n_features_in_)
 
     def _prepare(self, phi: Any) -> tuple[np.ndarray, bool, int]:
@@ -419,7 +427,7 @@ class ExactCoefficient(_Attribution):
         kept as ``action_names_``; ``action=`` then accepts the names.
         """
         R_in = R
-        Phi, R = _check_train(Phi, R)
+        Phi, R = _check_train(Phi, R, self)
         ci = CaseInfluence(ridge=self.ridge, intercept=self.intercept, solver=self.solver)
         ci.fit(Phi, R)
         self.influence_ = ci
@@ -614,7 +622,7 @@ class InfluenceFunction(_Attribution):
         R_in = R
         damping = check_nonnegative_scalar("damping", self.damping)
         residuals = _check_residuals(self.residuals)
-        Phi, R = _check_train(Phi, R)
+        Phi, R = _check_train(Phi, R, self)
         n, H = Phi.shape
         A = R.shape[1]
         Pt = _augment(Phi)
@@ -719,7 +727,7 @@ class RepresenterPoint(_Attribution):
         in :meth:`ExactCoefficient.fit`)."""
         R_in = R
         residuals = _check_residuals(self.residuals)
-        Phi, R = _check_train(Phi, R)
+        Phi, R = _check_train(Phi, R, self)
         n, H = Phi.shape
         A = R.shape[1]
         Pt = _augment(Phi)
@@ -828,6 +836,7 @@ class TracIn(_Attribution):
         for t, ck in enumerate(checkpoints):
             if not isinstance(ck, HeadCheckpoint):
                 raise InputError(f"checkpoints[{t}] is not a HeadCheckpoint.")
+            check_same_index(ck.features, R_in, x_name=f"checkpoints[{t}].features")
             P = as_float_matrix(f"checkpoints[{t}].features", ck.features)
             W = as_float_matrix(f"checkpoints[{t}].weight", ck.weight)
             b = as_float_matrix(f"checkpoints[{t}].bias", ck.bias, ndim=1)
@@ -916,7 +925,7 @@ class InnerProduct(_Attribution):
         """Cache :math:`\\Phi^\\top / n` and the returns (``action_names`` as in
         :meth:`ExactCoefficient.fit`)."""
         R_in = R
-        Phi, R = _check_train(Phi, R)
+        Phi, R = _check_train(Phi, R, self)
         n, H = Phi.shape
         self._PT = np.ascontiguousarray(Phi.T / n)
         self._PTR = self._PT @ R  # (H, |A|): scores = phi(x)^T Phi^T R / n
@@ -972,6 +981,7 @@ def fit_methods(
     dict
         Method name (:data:`METHODS`) to fitted method, in Table 1 order.
     """
+    check_same_index(X_train, R_train, x_name="X_train", r_name="R_train")
     Phi = network.represent(X_train)
     R = as_float_matrix("R_train", R_train, allow_1d=True)
     methods: dict[str, _Attribution] = {

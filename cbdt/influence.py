@@ -30,13 +30,17 @@ from ._params import ParamsMixin, read_saved_params
 from ._query import CaseQueryMixin
 from ._ranking import max_row_norm, rank_block, rank_dask, scan_top_k
 from ._results import Explanation, TopCases
+from ._savefile import open_npz
 from ._tsqr import block_rows, factor_memory, qr_r
 from ._validation import (
     as_float_matrix,
     check_action_names,
     check_case_ids,
+    check_feature_names,
     check_finite,
     check_nonnegative_scalar,
+    check_same_index,
+    dtype_eps,
     storable_ids,
 )
 from .exceptions import InputError, NotFittedError, RankDeficientError, ReturnsWarning
@@ -117,6 +121,12 @@ class CaseInfluence(CaseQueryMixin, ParamsMixin):
     n_features_in_ : int
         Representation width ``H`` (scikit-learn's name; ``n_features_`` is a deprecated
         alias).
+    feature_names_in_ : ndarray of str objects, shape (H,)
+        The column names of a ``Phi`` DataFrame whose names are all strings (scikit-learn's
+        rule); absent otherwise. A query DataFrame must then have these columns in this
+        order (other, missing or reordered columns raise
+        :class:`~cbdt.exceptions.InputError`: select them with ``q[est.feature_names_in_]``);
+        a query array is read by position. Kept by :meth:`save`.
     n_actions_ : int
         Number of actions ``|A|``.
     returns_ : ndarray of shape (n, |A|)
@@ -124,7 +134,10 @@ class CaseInfluence(CaseQueryMixin, ParamsMixin):
     rank_ : int
         Numerical rank of :math:`\\Phi` (with the constant column when ``intercept=True``),
         also with ``ridge > 0``: the ridge makes the factored matrix full rank, not
-        :math:`\\Phi`.
+        :math:`\\Phi`. Judged in the precision ``Phi`` was computed in: singular values
+        below :math:`\\sigma_{\\max}\\max(\\max(n, H')\\,\\epsilon_{64}, H'\\epsilon)`, with
+        :math:`\\epsilon` the machine epsilon of ``Phi``'s dtype (float32's for a float32
+        array, memmap or torch layer), count as zero.
     condition_number_ : float
         Condition number of the factored matrix :math:`G + \\lambda M`. With an intercept,
         the constant coordinate is first balanced against the columns of :math:`\\Phi` (an
@@ -265,8 +278,12 @@ class CaseInfluence(CaseQueryMixin, ParamsMixin):
         Phi : array-like, pandas.DataFrame, numpy.memmap or dask.array.Array of shape (n, H)
             Training representations :math:`\\varphi(x_i)` as rows (eq. 4). A memmap is
             read in row chunks; a dask array is factored chunk by chunk on its workers.
+            The column names of a DataFrame (all strings) become :attr:`feature_names_in_`.
         R : array-like of shape (n, |A|) or (n,)
-            Action-conditional returns :math:`r_i(a)` (eq. 5); 1-D means one action.
+            Action-conditional returns :math:`r_i(a)` (eq. 5); 1-D means one action. Rows
+            are paired with those of ``Phi`` by position: when both are pandas objects their
+            indexes must be equal (else :class:`~cbdt.exceptions.InputError`; align with
+            ``R.loc[Phi.index]``).
         case_ids : array-like of shape (n,) or pandas.Index, optional
             Labels of the training cases (row ids of the caller's data). Default: the index
             of a ``Phi`` DataFrame when it is not the plain ``0..n-1``, else none. Kept as
@@ -311,7 +328,11 @@ class CaseInfluence(CaseQueryMixin, ParamsMixin):
             )
         if not isinstance(self.intercept, bool | np.bool_):
             raise InputError(f"intercept must be True or False, got {self.intercept!r}.")
+        check_same_index(Phi, R)  # pandas Phi and R: rows are paired by position
         Phi_frame = Phi
+        # rank is judged in the precision Phi was computed in (TorchCaseInfluence passes the
+        # layer's dtype, its Phi being float64 already)
+        data_eps = self.__dict__.pop("_phi_eps", None) or dtype_eps(Phi)
         Phi, kind = self._check_phi(Phi)
         n, H = Phi.shape
         ids = check_case_ids(case_ids, n, Phi_frame)
@@ -389,17 +410,19 @@ class CaseInfluence(CaseQueryMixin, ParamsMixin):
         else:
             Uf, sv, Wt = linalg.svd(Rf, check_finite=False)
         # singular values of [Phi; sqrt(lam) M^1/2] give rank and condition number
-        tol, rank, cond = self._rank_cond(sv, n, Hp)
+        # (with a ridge, its exact rows make the factored matrix full rank: float64's rule)
+        solve_eps = data_eps if L is None else _EPS
+        tol, rank, cond = self._rank_cond(sv, n, Hp, solve_eps)
         if solver == "cholesky" and self.solver == "cholesky_or_lstsq" and (
                 rank < Hp or cond > self.max_condition):
             solver = "lstsq"  # the same diagnosis as solver="lstsq" makes, from its own SVD
             Uf, sv, Wt = linalg.svd(Rf, check_finite=False)
-            tol, rank, cond = self._rank_cond(sv, n, Hp)
+            tol, rank, cond = self._rank_cond(sv, n, Hp, solve_eps)
         if L is None:
             rank_phi = rank
         else:  # rank_ is that of Phi (with the constant column), not of [Phi; sqrt(lam) M^1/2]
             sv0 = linalg.svdvals(R0, check_finite=False)
-            rank_phi = int(np.sum(sv0 > float(sv0[0]) * max(n, Hp) * _EPS)) if sv0[0] > 0 else 0
+            rank_phi = self._rank_cond(sv0, n, Hp, data_eps)[1] if sv0[0] > 0 else 0
         if solver == "cholesky":
             if rank < Hp or cond > self.max_condition:
                 raise RankDeficientError(
@@ -449,6 +472,7 @@ class CaseInfluence(CaseQueryMixin, ParamsMixin):
         self._set_fitted(R0, R, V, n, H, rank_phi, cond, solver)
         self.case_ids_ = ids
         self.action_names_ = names
+        check_feature_names(self, Phi_frame, reset=True, name="Phi")  # feature_names_in_
         return self
 
     def _set_fitted(
@@ -587,6 +611,8 @@ class CaseInfluence(CaseQueryMixin, ParamsMixin):
             arrays["ridge_metric"] = np.asarray(self.ridge_metric, dtype=np.float64)
         if self.case_ids_ is not None:
             arrays["case_ids"] = storable_ids(self.case_ids_)
+        if getattr(self, "feature_names_in_", None) is not None:  # optional entry: older
+            arrays["feature_names"] = self.feature_names_in_.astype(str)  # files lack it
         names = getattr(self, "action_names_", None)  # (H3) the actions' names, when named
         if names is not None and not np.array_equal(names, np.arange(self.n_actions_)):
             arrays["action_names"] = storable_ids(names, "action_names_")
@@ -616,7 +642,7 @@ class CaseInfluence(CaseQueryMixin, ParamsMixin):
             Fitted; ``coefficients`` and the methods built on them raise
             :class:`~cbdt.exceptions.InputError` when the file was saved without ``Phi``.
         """
-        with np.load(path, allow_pickle=False) as f:
+        with open_npz(path, cls.__name__) as f:
             if "format" not in f or int(f["format"]) not in cls._READS:
                 raise InputError(
                     f"{path!s} is not a CaseInfluence file of format {cls._FORMAT} (written by "
@@ -659,6 +685,7 @@ class CaseInfluence(CaseQueryMixin, ParamsMixin):
             "eig_w": (None,),
             "case_ids": (n,),
             "action_names": (A,),
+            "feature_names": (H,),
         }
         for key, shape in expect.items():
             if key in f:
@@ -704,6 +731,9 @@ class CaseInfluence(CaseQueryMixin, ParamsMixin):
         ci.action_names_ = check_action_names(
             f["action_names"] if "action_names" in f else None, A
         )
+        if "feature_names" in f:  # written since feature_names_in_ exists (same format)
+            ci.feature_names_in_ = f["feature_names"].astype(object)
+            ci.feature_names_in_.setflags(write=False)
         return ci
 
     # ------------------------------------------------------------------ queries
@@ -871,10 +901,23 @@ class CaseInfluence(CaseQueryMixin, ParamsMixin):
         )
 
     @staticmethod
-    def _rank_cond(sv: np.ndarray, n: int, Hp: int) -> tuple[float, int, float]:
+    def _rank_cond(
+        sv: np.ndarray, n: int, Hp: int, data_eps: float = _EPS
+    ) -> tuple[float, int, float]:
         """Rank tolerance, numerical rank and condition number of ``G + lam M`` from the
-        singular values of its factor."""
-        tol = float(sv[0]) * max(n, Hp) * _EPS
+        singular values of its factor.
+
+        The tolerance is :math:`\\sigma_{\\max}\\max(\\max(n, H')\\,\\epsilon_{64},\\;
+        H'\\epsilon_{data})`: numpy's ``matrix_rank`` rule for the float64 arithmetic of the
+        fit, and for data computed in a lower precision (``data_eps``, e.g. float32's
+        :math:`1.2\\cdot 10^{-7}`) the rounding of the data itself. Rounding every entry of
+        :math:`\\Phi` to its dtype moves each singular value by at most
+        :math:`\\lVert E\\rVert_F \\le (\\epsilon/2)\\sqrt{H'}\\,\\sigma_{\\max}` (Weyl);
+        :math:`H'\\epsilon` leaves a margin for the arithmetic that computed it, and does not
+        grow with ``n`` (a float32 layer's rounding directions sit near
+        :math:`\\epsilon_{32}\\sigma_{\\max}` whatever the number of cases).
+        """
+        tol = float(sv[0]) * max(max(n, Hp) * _EPS, Hp * data_eps)
         cond = float((sv[0] / sv[-1]) ** 2) if sv[-1] > 0 else float("inf")
         return tol, int(np.sum(sv > tol)), cond
 

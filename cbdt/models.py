@@ -25,11 +25,18 @@ from typing import Any, Literal
 import numpy as np
 
 from ._optional import require
-from ._validation import as_float_matrix, check_nonnegative_scalar, check_positive_int
+from ._validation import (
+    as_float_matrix,
+    check_nonnegative_scalar,
+    check_positive_int,
+    check_same_index,
+)
 from .exceptions import InputError, NotFittedError
-from .torch import ProbeFidelity, network_fidelity
 
-torch = require("torch", "cbdt.models")
+torch = require("torch", "cbdt.models")  # before .torch: the message names cbdt.models
+
+from .torch import ProbeFidelity, network_fidelity  # noqa: E402
+
 nn = torch.nn
 
 __all__ = [
@@ -352,6 +359,7 @@ class CaseNetwork:
         self : CaseNetwork
         """
         hidden, epochs, lr, batch, wd, n_ck = self._check_params()
+        check_same_index(X, R, x_name="X")  # pandas X and R: rows are paired by position
         Xa = as_float_matrix("X", X)
         Ra = as_float_matrix("R", R, allow_1d=True)
         if Ra.ndim == 1:

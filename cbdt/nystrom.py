@@ -27,11 +27,14 @@ from scipy import linalg
 from ._params import ParamsMixin, read_saved_params
 from ._query import CaseQueryMixin
 from ._ranking import scan_top_k
+from ._savefile import open_npz
 from ._validation import (
     as_float_matrix,
     check_action_names,
     check_case_ids,
+    check_feature_names,
     check_finite,
+    check_same_index,
     storable_ids,
 )
 from .exceptions import InputError, NotFittedError
@@ -169,6 +172,9 @@ class NystromCaseInfluence(CaseQueryMixin, ParamsMixin):
     action_names_ : ndarray of shape (|A|,)
         The actions' names: a returns DataFrame's columns or ``action_names=``, else
         ``0..|A|-1``.
+    feature_names_in_ : ndarray of str objects, shape (H,)
+        The string column names of a ``Phi`` DataFrame, checked against query DataFrames
+        as in :class:`cbdt.CaseInfluence`; absent otherwise.
 
     Notes
     -----
@@ -334,9 +340,12 @@ class NystromCaseInfluence(CaseQueryMixin, ParamsMixin):
         Parameters
         ----------
         Phi : array-like of shape (n, H)
-            Training representations :math:`\\varphi(x_i)` as rows (eq. 4).
+            Training representations :math:`\\varphi(x_i)` as rows (eq. 4); a DataFrame's
+            string column names become ``feature_names_in_``.
         R : array-like of shape (n, |A|) or (n,)
-            Action-conditional returns :math:`r_i(a)` (eq. 5); 1-D means one action.
+            Action-conditional returns :math:`r_i(a)` (eq. 5); 1-D means one action. As
+            pandas objects, ``Phi`` and ``R`` must have equal indexes (rows are paired by
+            position).
         case_ids : array-like of shape (n,) or pandas.Index, optional
             Labels of the training cases, as in :meth:`cbdt.CaseInfluence.fit` (default the
             index of a ``Phi`` DataFrame when it is not ``0..n-1``); kept as ``case_ids_``.
@@ -350,6 +359,7 @@ class NystromCaseInfluence(CaseQueryMixin, ParamsMixin):
         self : NystromCaseInfluence
         """
         self._check_params()
+        check_same_index(Phi, R)  # pandas Phi and R: rows are paired by position
         Phi_in = Phi
         Phi = np.ascontiguousarray(as_float_matrix("Phi", Phi, finite=False))
         ids = check_case_ids(case_ids, Phi.shape[0], Phi_in)
@@ -443,6 +453,7 @@ class NystromCaseInfluence(CaseQueryMixin, ParamsMixin):
         self.n_actions_ = R.shape[1]
         self.case_ids_ = ids
         self.action_names_ = names
+        check_feature_names(self, Phi_in, reset=True, name="Phi")  # feature_names_in_
         return self
 
     @staticmethod
@@ -492,6 +503,8 @@ class NystromCaseInfluence(CaseQueryMixin, ParamsMixin):
         }
         if self.case_ids_ is not None:
             arrays["case_ids"] = storable_ids(self.case_ids_)
+        if getattr(self, "feature_names_in_", None) is not None:  # optional: older files
+            arrays["feature_names"] = self.feature_names_in_.astype(str)  # lack it
         names = self.action_names_
         if names is not None and not np.array_equal(names, np.arange(self.n_actions_)):
             arrays["action_names"] = storable_ids(names, "action_names_")
@@ -507,7 +520,7 @@ class NystromCaseInfluence(CaseQueryMixin, ParamsMixin):
                 "Refit and save it again."
             )
 
-        with np.load(path, allow_pickle=False) as f:
+        with open_npz(path, "NystromCaseInfluence") as f:
             if "kind" not in f or str(f["kind"]) != "NystromCaseInfluence":
                 raise InputError(
                     f"{path!s} is not a NystromCaseInfluence file (a CaseInfluence file is read "
@@ -528,7 +541,7 @@ class NystromCaseInfluence(CaseQueryMixin, ParamsMixin):
             n, H = dual.shape
             A = R.shape[1]
             expect = {"readout": (H, A), "fitted": (2,), "case_ids": (n,),
-                      "action_names": (A,)}
+                      "action_names": (A,), "feature_names": (H,)}
             for key, shape in expect.items():
                 if key in f and f[key].shape != shape:
                     raise bad(f"{key!r} has shape {f[key].shape}, the fit it describes "
@@ -552,6 +565,9 @@ class NystromCaseInfluence(CaseQueryMixin, ParamsMixin):
             est.action_names_ = check_action_names(
                 f["action_names"] if "action_names" in f else None, A
             )
+            if "feature_names" in f:  # written since feature_names_in_ exists (same format)
+                est.feature_names_in_ = f["feature_names"].astype(object)
+                est.feature_names_in_.setflags(write=False)
         return est
 
     # ------------------------------------------------------------------ queries

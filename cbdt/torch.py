@@ -28,12 +28,15 @@ not for a head that gradient descent trained, often with another loss. These hel
 - :meth:`TorchCaseInfluence.save` and :func:`load` store the audit without the model and
   attach it again.
 
-torch is imported only when these functions run.
+torch is imported only when these functions run, but it must be installed: without it,
+``from cbdt import torch`` raises :class:`~cbdt.MissingExtraError` naming the extra
+(``pip install 'cbdt[torch]'``).
 """
 
 from __future__ import annotations
 
 import io
+import json
 import os
 import sys
 import warnings
@@ -44,7 +47,15 @@ from typing import Any, Literal
 
 import numpy as np
 
-from ._validation import as_float_matrix, check_case_ids
+from ._optional import require_installed
+from ._savefile import open_npz
+from ._validation import (
+    as_float_matrix,
+    check_case_ids,
+    check_feature_names,
+    check_same_index,
+    dtype_eps,
+)
 from .exceptions import (
     InputError,
     LayerWarning,
@@ -66,6 +77,8 @@ __all__ = [
     "ProbeFidelity",
     "TorchProbeFidelity",
 ]
+
+require_installed("torch", "cbdt.torch")  # fail on import, not at the first call
 
 _TRACE_ROWS = 64  # inputs of the one forward pass that checks the layer against the head
 _UNITS_RATIO = 3.0  # network scores spread > 3x the returns': not on the returns' scale
@@ -277,7 +290,11 @@ class _Modes:
             m.training = flag
 
 
-def _features(model: Any, mod: Any, Xt: Any, batch_size: int, name: str) -> np.ndarray:
+def _features(
+    model: Any, mod: Any, Xt: Any, batch_size: int, name: str, dtypes: list[Any] | None = None
+) -> np.ndarray:
+    """``mod``'s output on ``Xt``, flattened per input, as float64; the layer's own dtype is
+    appended to ``dtypes`` when given (the fit judges rank in that precision)."""
     torch = _torch()
     seen: list[Any] = []
 
@@ -287,6 +304,8 @@ def _features(model: Any, mod: Any, Xt: Any, batch_size: int, name: str) -> np.n
                 f"layer {type(mod).__name__} returned {type(out).__name__}, not a tensor; pick "
                 "a layer whose output is the representation."
             )
+        if dtypes is not None and not dtypes:
+            dtypes.append(out.dtype)
         seen.append(out.detach().reshape(out.shape[0], -1).to("cpu", torch.float64))
 
     _check_width(model, Xt, name)
@@ -611,6 +630,116 @@ def _rank_text(exc: RankDeficientError, where: str, Phi: np.ndarray, intercept: 
 
 
 # ---------------------------------------------------------------------- the estimator
+def _fingerprint(model: Any, layer: str | None, head: str | None) -> list[list[Any]]:
+    """The audited part of ``model``: ``[name, shape, sha256]`` of every parameter and
+    persistent buffer (``state_dict`` order) of the modules up to ``layer`` and of ``head``.
+
+    "Up to ``layer``" is registration order (``named_modules``): the modules before it, its
+    ancestors, itself and its submodules, which compute :math:`\\varphi` in every usual
+    network (a ``Sequential``, or a ``forward`` that calls its modules in the order
+    ``__init__`` made them). The hash is that of the values as float64 (C order), so it does
+    not depend on the dtype a float32/float64 copy of the network keeps, nor on the device.
+
+    Parameters
+    ----------
+    model : torch.nn.Module
+    layer : str or None
+        The audited layer's name in ``model``; None: the whole model.
+    head : str or None
+        The head's name; None: no head.
+
+    Returns
+    -------
+    list of [str, list of int, str]
+    """
+    import hashlib
+
+    torch = _torch()
+    keep: set[str] = set()
+    seen = False
+    for name, _mod in model.named_modules():
+        inside = layer is not None and (name == layer or name.startswith(layer + "."))
+        if seen and not inside:
+            break
+        seen = seen or inside
+        keep.add(name)
+    out: list[list[Any]] = []
+    for key, value in model.state_dict(keep_vars=True).items():
+        owner = key.rpartition(".")[0]
+        in_head = head is not None and (owner == head or owner.startswith(head + "."))
+        if not (owner in keep or in_head):
+            continue
+        t = value.detach().cpu()
+        t = t.to(torch.complex128) if t.is_complex() else t.to(torch.float64)
+        digest = hashlib.sha256(np.ascontiguousarray(t.numpy()).tobytes()).hexdigest()
+        out.append([key, list(t.shape), digest])
+    return out
+
+
+def _fingerprint_difference(saved: list[list[Any]], now: list[list[Any]]) -> str | None:
+    """How ``now`` first differs from ``saved`` (by position: shapes, then values), or None.
+
+    Parameters named differently but equal in shape and values (a wrapped or renamed
+    module) are the same network.
+    """
+    for i in range(max(len(saved), len(now))):
+        if i >= len(now):
+            name, shape, _ = saved[i]
+            return (f"the audited network's parameter {name!r} (shape {tuple(shape)}) has no "
+                    "counterpart in this model")
+        if i >= len(saved):
+            name, shape, _ = now[i]
+            return (f"this model has a parameter {name!r} (shape {tuple(shape)}) the audited "
+                    "network did not have")
+        (s_name, s_shape, s_hash), (name, shape, digest) = saved[i], now[i]
+        also = "" if s_name == name else f" (in the audited network {s_name!r})"
+        if list(s_shape) != list(shape):
+            return (f"parameter {name!r}{also} has shape {tuple(shape)} in this model but "
+                    f"{tuple(s_shape)} in the audited network")
+        if s_hash != digest:
+            return (f"parameter {name!r}{also} holds other values than in the audited network "
+                    f"(sha256 of its float64 values {digest[:12]}... instead of {s_hash[:12]}...)")
+    return None
+
+
+def _read_fingerprint(entry: np.ndarray, path: Any) -> dict[str, Any]:
+    """The fingerprint stored by :meth:`TorchCaseInfluence.save`, checked."""
+    try:
+        fp = json.loads(str(entry))
+        params = fp["params"]
+        ok = all(
+            isinstance(p, list) and len(p) == 3 and isinstance(p[0], str)
+            and isinstance(p[1], list) and isinstance(p[2], str)
+            for p in params
+        )
+    except (ValueError, TypeError, KeyError):
+        ok = False
+    if not ok:
+        raise InputError(
+            f"{path!s} is damaged or was not written by TorchCaseInfluence.save: its "
+            "'torch_fingerprint' entry cannot be read. Refit and save it again."
+        )
+    return fp
+
+
+def _holds_readout(ci: Any, head: Any) -> bool:
+    """Whether ``head`` holds the readout of ``ci`` as :meth:`TorchCaseInfluence.write_readout`
+    writes it (then only the head differs from the audited network, by the audit's design)."""
+    torch = _torch()
+    if not isinstance(head, torch.nn.Linear):
+        return False
+    W = head.weight.detach().cpu()
+    if tuple(W.shape) != tuple(ci.readout_.T.shape):
+        return False
+    if not torch.equal(W, torch.as_tensor(ci.readout_.T, dtype=W.dtype)):
+        return False
+    if head.bias is None:
+        return not ci.intercept
+    b = ci.intercept_ if ci.intercept else np.zeros(ci.n_actions_)
+    bias = head.bias.detach().cpu()
+    return bool(torch.equal(bias, torch.as_tensor(b, dtype=bias.dtype)))
+
+
 class TorchCaseInfluence(CaseInfluence):
     """A :class:`~cbdt.influence.CaseInfluence` on a torch model's layer (Captum style).
 
@@ -663,6 +792,15 @@ class TorchCaseInfluence(CaseInfluence):
         Its name in ``model`` (what :meth:`save` stores).
     head_ : torch.nn.Linear or None
         The head the layer was checked against.
+    input_names_in_ : ndarray of str objects, shape (d,)
+        The string column names of an ``X`` DataFrame given to ``fit`` (absent otherwise):
+        :meth:`phi` refuses a DataFrame with other or reordered columns (select them with
+        ``X[est.input_names_in_]``) and reads an array by position. ``feature_names_in_``
+        would name the units of :math:`\\varphi`, which have no names.
+
+    The fit also records a fingerprint of the audited network (names, shapes and sha256 of
+    the parameters and buffers of the layers up to ``layer`` and of the head), which
+    :meth:`save` stores and :func:`load` checks.
 
     Examples
     --------
@@ -695,11 +833,15 @@ class TorchCaseInfluence(CaseInfluence):
         self.layer = layer
         self.head = head
 
+    # shown first, by name; not again among the parameters that differ from their defaults
+    _REPR_ALWAYS = (*CaseInfluence._REPR_ALWAYS, *_TORCH_PARAMS)
+
     def __repr__(self) -> str:
         base = super().__repr__().partition("(")[2]
         layer = self._param_name(self.layer)
         model = "None" if self.model is None else type(self.model).__name__
-        return f"TorchCaseInfluence(model=<{model}>, layer={layer!r}, {base}"
+        head = "" if self.head is None else f"head={self._param_name(self.head)!r}, "
+        return f"TorchCaseInfluence(model=<{model}>, layer={layer!r}, {head}{base}"
 
     def _param_name(self, value: Any) -> Any:
         """A submodule of ``model`` as its name (what survives a deep copy of the model)."""
@@ -752,10 +894,13 @@ class TorchCaseInfluence(CaseInfluence):
         Parameters
         ----------
         X : array-like, pandas.DataFrame or torch.Tensor of shape (n, ...)
-            Training inputs :math:`x_i`, as ``model`` takes them.
+            Training inputs :math:`x_i`, as ``model`` takes them. A DataFrame's string
+            column names become :attr:`input_names_in_`.
         R : array-like of shape (n, |A|) or (n,)
             Action-conditional returns :math:`r_i(a)` (eq. 5; for a classifier
-            :func:`cbdt.returns_from_labels`).
+            :func:`cbdt.returns_from_labels`). Paired with ``X`` by position: as pandas
+            objects both must have equal indexes (else
+            :class:`~cbdt.exceptions.InputError`; align with ``R.loc[X.index]``).
         case_ids : array-like of shape (n,) or pandas.Index, optional
             Labels of the training cases; default the index of ``X`` when it is a pandas
             DataFrame with a non-default index.
@@ -803,16 +948,22 @@ class TorchCaseInfluence(CaseInfluence):
         if self.intercept is not None and not isinstance(self.intercept, bool | np.bool_):
             raise InputError(f"intercept must be True, False or None, got {self.intercept!r}.")
         batch = _check_batch_size(self.batch_size)
+        # pandas X and R: rows are paired by position, so their indexes must be equal
+        check_same_index(X, R, x_name=name, r_name="R_train" if name == "X_train" else "R")
         Xt = _as_tensor(model, X, name)
         if check_layer:
             _check_layer(model, mod, head, Xt, name)
-        Phi = _features(model, mod, Xt, batch, name)
+        dtypes: list[Any] = []
+        Phi = _features(model, mod, Xt, batch, name, dtypes)
+        # rank is judged in the layer's precision (float32's eps for a float32 network)
+        phi_eps = dtype_eps(torch.empty(0, dtype=dtypes[0])) if dtypes else None
         ids = check_case_ids(case_ids, Phi.shape[0], X)
         if self.intercept is None:
             self.intercept = True if head is None else head.bias is not None
         where = f"layer {_name_of(model, mod)!r} ({type(mod).__name__})"
         solver = self.solver
         try:
+            self._phi_eps = phi_eps
             CaseInfluence.fit(self, Phi, R, case_ids=ids, **fit_params)
         except RankDeficientError as exc:
             if solver not in ("auto", "cholesky"):
@@ -836,6 +987,7 @@ class TorchCaseInfluence(CaseInfluence):
             )
             self.solver = "lstsq"
             try:
+                self._phi_eps = phi_eps
                 CaseInfluence.fit(self, Phi, R, case_ids=ids, **fit_params)
             finally:
                 self.solver = solver
@@ -844,6 +996,13 @@ class TorchCaseInfluence(CaseInfluence):
         if self.head_ is None:
             auto = _auto_head(model, None)
             self.head_ = auto if isinstance(auto, torch.nn.Linear) else None
+        check_feature_names(self, X, reset=True, name=name, attr="input_names_in_")
+        # the audited network, as it is now: what save stores and load checks
+        head_name = None if self.head_ is None else _name_of(model, self.head_)
+        self._fingerprint = {
+            "layer": self.layer_name_, "head": head_name,
+            "params": _fingerprint(model, self.layer_name_, head_name),
+        }
         return self
 
     # ------------------------------------------------------------------ queries
@@ -878,6 +1037,7 @@ class TorchCaseInfluence(CaseInfluence):
     def _phi(self, X: Any, *, batch_size: int | None, name: str) -> np.ndarray:
         self._check_model_attached()
         batch = _check_batch_size(self.batch_size if batch_size is None else batch_size)
+        check_feature_names(self, X, reset=False, name=name, attr="input_names_in_", fix_var=name)
         Phi = _features(self.model_, self.layer_, _as_tensor(self.model_, X, name), batch, name)
         if Phi.shape[1] != self._width():
             raise InputError(
@@ -937,7 +1097,11 @@ class TorchCaseInfluence(CaseInfluence):
         """Write the fitted audit to an ``.npz`` file (no pickle), with the layer's name.
 
         The model itself is not stored (it is the user's); :func:`load` attaches it again:
-        ``cbdt.torch.load(path, model)``.
+        ``cbdt.torch.load(path, model)``. The file keeps the fingerprint of the audited
+        network taken at ``fit`` (``torch_fingerprint``: name, shape and sha256 of the
+        float64 values of each parameter and buffer of the layers up to ``layer`` and of the
+        head), which :func:`load` checks, and :attr:`input_names_in_`. Both entries are
+        optional: files written before them are still read.
 
         Parameters
         ----------
@@ -955,7 +1119,14 @@ class TorchCaseInfluence(CaseInfluence):
         extra = {"torch_layer": getattr(self, "layer_name_", None)}
         head = getattr(self, "head_", None)
         model = getattr(self, "model_", None)
-        extra["torch_head"] = None if head is None or model is None else _name_of(model, head)
+        extra["torch_head"] = (
+            getattr(self, "_head_name", None) if head is None or model is None
+            else _name_of(model, head)
+        )
+        fingerprint = getattr(self, "_fingerprint", None)  # taken at fit (or read by load)
+        extra["torch_fingerprint"] = None if fingerprint is None else json.dumps(fingerprint)
+        names = getattr(self, "input_names_in_", None)
+        extra["torch_input_names"] = None if names is None else names.astype(str)
         target = os.fspath(path) if not isinstance(path, io.BytesIO) else path
         if isinstance(target, str) and not target.endswith(".npz"):
             target += ".npz"
@@ -983,22 +1154,78 @@ class TorchCaseInfluence(CaseInfluence):
         ci = super().load(path)
         if hasattr(path, "seek"):
             path.seek(0)
-        with np.load(path, allow_pickle=False) as f:
+        with open_npz(path, "TorchCaseInfluence") as f:
             ci.layer_name_ = str(f["torch_layer"]) if "torch_layer" in f else None
             ci._head_name = str(f["torch_head"]) if "torch_head" in f else None
+            # written since the network's fingerprint and the inputs' names are kept; an
+            # older file has neither (and is still read)
+            ci._fingerprint = (
+                _read_fingerprint(f["torch_fingerprint"], path)
+                if "torch_fingerprint" in f else None
+            )
+            if "torch_input_names" in f:
+                ci.input_names_in_ = f["torch_input_names"].astype(object)
+                ci.input_names_in_.setflags(write=False)
         ci.layer = ci.layer_name_
         ci.model_ = ci.layer_ = ci.head_ = None
         return ci  # type: ignore[return-value]
 
 
+def _check_fingerprint(ci: Any, model: Any, layer: str | None, path: Any) -> None:
+    """Raise unless ``model`` is the network ``ci`` was fitted on (its stored fingerprint).
+
+    A head that differs only by holding this audit's readout (``write_readout``) is the
+    audited network. A file without a fingerprint (older cbdt) warns that it cannot check.
+    """
+    fp = getattr(ci, "_fingerprint", None)
+    if fp is None:
+        warnings.warn(
+            f"{path!s} stores no fingerprint of the audited network (it was written by an "
+            "older cbdt), so cbdt.torch.load cannot check that `model` is that network; "
+            "make sure it has the audited weights, or refit and save the audit again.",
+            UserWarning,
+            stacklevel=3,
+        )
+        return
+    head = fp.get("head")
+    saved = fp["params"]
+    now = _fingerprint(model, layer, head)
+    diff = _fingerprint_difference(saved, now)
+    if diff is None:
+        return
+    if head and len(now) == len(saved):
+        differing = [n[0] for n, s in zip(now, saved, strict=True) if n[1:] != list(s[1:])]
+        try:
+            head_mod = model.get_submodule(head)
+        except AttributeError:
+            head_mod = None
+        if head_mod is not None and all(
+            d.rpartition(".")[0] == head or d.startswith(head + ".") for d in differing
+        ) and _holds_readout(ci, head_mod):
+            return  # the head holds this audit's own readout (write_readout)
+    where = f"the layers up to {fp.get('layer')!r}" + (f" and the head {head!r}" if head else "")
+    raise InputError(
+        f"the model passed to cbdt.torch.load is not the network the audit in {path!s} was "
+        f"fitted on: {diff}. The audit's coefficients, scores and cases describe the audited "
+        f"network ({where}, fingerprinted at fit). Load it with the network that was audited "
+        "(the same weights, e.g. its saved state_dict), or refit the audit on this network: "
+        "cbdt.torch.from_torch(model, layer, X_train, R_train)."
+    )
+
+
 def load(path: Any, model: Any, layer: Any = None) -> TorchCaseInfluence:
     """A saved torch audit (:meth:`TorchCaseInfluence.save`) with its model attached again.
+
+    The file holds a fingerprint of the audited network (names, shapes and sha256 of the
+    float64 values of the parameters and buffers of the layers up to ``layer`` and of the
+    head, taken at ``fit``); ``model`` must match it.
 
     Parameters
     ----------
     path : str or path-like
     model : torch.nn.Module
-        The network the audit was fitted on (the same weights).
+        The network the audit was fitted on (the same weights; a head into which
+        :meth:`TorchCaseInfluence.write_readout` wrote this audit's readout is accepted).
     layer : torch.nn.Module or str, optional
         The layer whose output is :math:`\\varphi`; default the name stored in the file.
 
@@ -1006,6 +1233,17 @@ def load(path: Any, model: Any, layer: Any = None) -> TorchCaseInfluence:
     -------
     TorchCaseInfluence
         Fitted, with ``phi``, every query method and ``write_readout`` working.
+
+    Raises
+    ------
+    InputError
+        When ``model`` differs from the audited network, naming the first differing
+        parameter (another shape or other values) and how to proceed.
+
+    Warns
+    -----
+    UserWarning
+        For a file written before the fingerprint was stored (it cannot be checked).
     """
     _check_model(model)
     ci = TorchCaseInfluence.load(path)
@@ -1024,6 +1262,7 @@ def load(path: Any, model: Any, layer: Any = None) -> TorchCaseInfluence:
             head = model.get_submodule(head_name)
         except AttributeError:
             head = None
+    _check_fingerprint(ci, model, _name_of(model, mod), path)
     ci.model = ci.model_ = model
     ci.layer_, ci.layer_name_ = mod, _name_of(model, mod)
     ci.layer = ci.layer_name_
@@ -1140,6 +1379,17 @@ class ProbeFidelity:
     score_ratio: float
     units_note: str | None
 
+    def __repr__(self) -> str:
+        rho = np.array2string(np.asarray(self.rho_recon), precision=4, separator=", ")
+        m, n_a = np.shape(self.network_scores)
+        units = "" if self.units_note is None else ", units_note=<see .units_note>"
+        return (
+            f"ProbeFidelity(rho_recon={rho}, agreement={self.agreement:.4g}, "
+            f"max_abs_diff={self.max_abs_diff:.4g}, rel_max_abs_diff="
+            f"{self.rel_max_abs_diff:.4g}, score_ratio={self.score_ratio:.4g}, "
+            f"probe=<{type(self.probe).__name__}>, scores=<{m} x {n_a}>{units})"
+        )
+
     @property
     def rho(self) -> np.ndarray:
         """Per-action correlation :math:`\\rho_{recon}` (same as :attr:`rho_recon`)."""
@@ -1166,9 +1416,15 @@ def _spread(S: np.ndarray) -> float:
 
 def _fidelity(probe: Any, ps: np.ndarray, ns: np.ndarray, *, warn: bool) -> ProbeFidelity:
     if ns.shape != ps.shape:
+        hint = (
+            f" If the model has {ns.shape[1]} classes and some are absent from the training "
+            f"labels, build the returns with cbdt.returns_from_labels(y, n_classes="
+            f"{ns.shape[1]}) (one action per class, absent ones included)."
+            if ns.shape[1] > ps.shape[1] else ""
+        )
         raise InputError(
             f"the model outputs {ns.shape[1]} scores per input but the returns have "
-            f"{ps.shape[1]} actions; the model's output must be one score per action."
+            f"{ps.shape[1]} actions; the model's output must be one score per action.{hint}"
         )
     rho = np.array([_pearson_or_nan(ps[:, a], ns[:, a]) for a in range(ps.shape[1])])
     mad = float(np.abs(ps - ns).max())
@@ -1265,6 +1521,7 @@ def network_fidelity(
                 f"{network.n_features_in_} (it was fitted on {network.n_features_in_}). Pass "
                 f"{name} with the same columns as the training inputs."
             )
+    check_same_index(X_train, R_train, x_name="X_train", r_name="R_train")
     Phi = network.represent(X_train)
     R = as_float_matrix("R_train", R_train, allow_1d=True)
     if R.ndim == 1:
@@ -1456,6 +1713,7 @@ def layer_fidelity(
             raise InputError("layer_fidelity needs layers= for a model that is not an "
                              "nn.Sequential ending in its head.")
         layers = [str(j) for j in range(len(model) - 1)]
+    check_same_index(X_train, R_train, x_name="X_train", r_name="R_train")
     R = as_float_matrix("R_train", R_train)
     rows = []
     for layer in layers:

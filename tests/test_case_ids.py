@@ -74,7 +74,8 @@ def test_case_ids_survive_save_and_load(memory, tmp_path):
     back = cbdt.CaseInfluence.load(tmp_path / "m.npz")
     np.testing.assert_array_equal(back.top_cases(Q, 2, k=3).case_ids,
                                   ci.top_cases(Q, 2, k=3).case_ids)
-    mixed = cbdt.CaseInfluence().fit(Phi, R, case_ids=np.array([1, "a"] * 30, dtype=object))
+    mixed_ids = np.array([i if i % 2 else f"a{i}" for i in range(60)], dtype=object)  # unique
+    mixed = cbdt.CaseInfluence().fit(Phi, R, case_ids=mixed_ids)
     with pytest.raises(InputError, match="without pickle"):
         mixed.save(tmp_path / "x.npz")
 

@@ -207,8 +207,10 @@ def test_save_and_load_restore_a_working_audit(ce, tmp_path):
     buf.seek(0)
     assert ct.load(buf, model).layer_name_ == "3"
     net = _mlp(1)
-    with pytest.raises(InputError, match="gives 16 features per input but the audit was fitted"):
-        ct.load(path, net, "1").phi(X[:3])
+    # another network (and layer): refused at load since the file keeps the audited
+    # network's fingerprint (issue 30, item 2; tests/test_torch_fingerprint.py)
+    with pytest.raises(InputError, match="is not the network the audit"):
+        ct.load(path, net, "1")
 
 
 # ---------------------------------------------------------------------- item 6: fidelity

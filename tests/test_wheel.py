@@ -135,6 +135,22 @@ LEAN = textwrap.dedent(
         assert "cbdt[plot]" in str(err), err
     else:
         raise AssertionError("Explanation.plot drew without matplotlib")
+    # issue 30: cbdt.torch fails on import; `cbdt list` works; `cbdt reproduce` is one line
+    try:
+        from cbdt import torch as ct
+    except cbdt.MissingExtraError as err:
+        assert "pip install 'cbdt[torch]'" in str(err), err
+    else:
+        raise AssertionError("cbdt.torch imported without torch")
+    import subprocess
+    run = subprocess.run([sys.executable, "-m", "cbdt", "list"], capture_output=True,
+                         text=True)
+    assert run.returncode == 0 and "table1" in run.stdout, run.stderr
+    run = subprocess.run([sys.executable, "-m", "cbdt", "reproduce", "--only", "table1",
+                          "--out", "lean-out"], capture_output=True, text=True)
+    assert run.returncode == 1 and "Traceback" not in run.stderr, run.stderr
+    assert len(run.stderr.strip().splitlines()) == 1 and "pip install 'cbdt[" in run.stderr
+    assert not pathlib.Path("lean-out").exists()
     print("LEAN OK")
     """
 )

@@ -56,6 +56,9 @@ class Artifact:
         ``run(seeds) -> (tables, figures, claims)``: dicts of name to DataFrame / Figure,
         and the list of :class:`cbdt.book.claims.Claim` of the chapter that this run's numbers
         decide (built by the chapter's own claims function where it has one).
+    downloads : str, default=""
+        The public data it reads through :func:`cbdt.datasets.fetch` (downloaded on first
+        use, or found in ``CBDT_DATA_DIR``); empty for an artifact that generates its data.
     """
 
     name: str
@@ -63,6 +66,7 @@ class Artifact:
     chapter: str
     minutes: float
     run: Callable[[tuple[int, ...]], tuple[dict[str, pd.DataFrame], dict[str, Any], list[Any]]]
+    downloads: str = ""
 
 
 # ------------------------------------------------------------------------------ artifacts
@@ -336,6 +340,8 @@ def _cost_claims(timing: pd.DataFrame) -> list[Any]:
              "product, the operation of the inner product")]
 
 
+_PJM_DATA = "the PJM hourly load data"
+
 ARTIFACTS: dict[str, Artifact] = {
     a.name: a
     for a in (
@@ -346,13 +352,13 @@ ARTIFACTS: dict[str, Artifact] = {
         Artifact("table-cost", "Table D (cost of attribution baselines)",
                  "06_attribution_baselines", 0.5, _table_cost),
         Artifact("fig-pjm", "Fig. (PJM audit: agreement, support alignment)",
-                 "07_pjm_audit", 1.5, _fig_pjm),
+                 "07_pjm_audit", 1.5, _fig_pjm, _PJM_DATA),
         Artifact("fig-signed", "Fig. (signed case influence) and Fig. C2 (alpha-distance)",
-                 "07_pjm_audit", 0.5, _fig_signed),
+                 "07_pjm_audit", 0.5, _fig_signed, _PJM_DATA),
         Artifact("table2", "Table 2 (PJM case audit of one decision)",
-                 "07_pjm_audit", 0.3, _table2),
+                 "07_pjm_audit", 0.3, _table2, _PJM_DATA),
         Artifact("fig-uci", "Fig. (UCI Adult and Default Credit audits)",
-                 "08_uci_audits", 2.0, _fig_uci),
+                 "08_uci_audits", 2.0, _fig_uci, "the UCI Adult and Default Credit data"),
         Artifact("drift", "Fig. C3 (risk drift grid) and Fig. C4 (paired comparison)",
                  "09_drift_grid", 2.0, _drift),
         Artifact("table-c2", "Table C2 (Nystrom approximation)",
@@ -586,6 +592,14 @@ def reproduce(
     -------
     pandas.DataFrame
         One row per artifact: ``artifact, paper, chapter, seconds, files``.
+
+    Raises
+    ------
+    SystemExit
+        For an unknown artifact, fewer than two seeds, or an artifact whose data files are
+        neither in ``CBDT_DATA_DIR`` or the cache nor downloadable (offline): one message
+        naming the artifact and the file, no traceback. A failed run removes ``out`` when
+        it created it and wrote nothing there.
     """
     from cbdt._optional import require
 
@@ -605,20 +619,34 @@ def reproduce(
         )
     seed_tuple = tuple(range(int(seeds)))
     out = Path(out)
+    created = not out.exists()
     out.mkdir(parents=True, exist_ok=True)
     rows = []
     sections = []
     bar = tqdm(names, desc="cbdt reproduce", unit="artifact", disable=not progress)
-    for name in bar:
-        art = ARTIFACTS[name]
-        bar.set_postfix_str(name)
-        t0 = time.perf_counter()
-        tables, figures, claims = art.run(seed_tuple)
-        files, section = _write(art, tables, figures, claims, seed_tuple, out)
-        sections += [f"## {name}: {art.paper}", "", section, ""]
-        rows.append({"artifact": name, "paper": art.paper, "chapter": art.chapter,
-                     "seconds": round(time.perf_counter() - t0, 1),
-                     "files": ", ".join(str(f.relative_to(out)) for f in files)})
+    try:
+        for name in bar:
+            art = ARTIFACTS[name]
+            bar.set_postfix_str(name)
+            t0 = time.perf_counter()
+            try:
+                tables, figures, claims = art.run(seed_tuple)
+            except Exception as err:
+                if not _is_data_error(err):
+                    raise
+                raise SystemExit(
+                    f"cbdt reproduce: {name} needs {art.downloads or 'a data file'}, which is "
+                    f"not available here. {err}"
+                ) from None
+            files, section = _write(art, tables, figures, claims, seed_tuple, out)
+            sections += [f"## {name}: {art.paper}", "", section, ""]
+            rows.append({"artifact": name, "paper": art.paper, "chapter": art.chapter,
+                         "seconds": round(time.perf_counter() - t0, 1),
+                         "files": ", ".join(str(f.relative_to(out)) for f in files)})
+    except BaseException:
+        if created:
+            _remove_empty(out)  # a failed run leaves no empty folder behind
+        raise
     summary = pd.DataFrame(rows)
     head = (f"# cbdt reproduce\n\nSeeds: {', '.join(map(str, seed_tuple))}. Below, for each "
             "artifact, where this run agrees with the paper and where it departs (one line per "
@@ -629,10 +657,36 @@ def reproduce(
     return summary
 
 
+def _is_data_error(err: BaseException) -> bool:
+    """Whether ``err`` is a :class:`cbdt.datasets.DataError` (a data file missing, damaged
+    or not downloadable), without importing :mod:`cbdt.datasets` (it needs the data extra)."""
+    registry = sys.modules.get("cbdt.datasets._registry")
+    return registry is not None and isinstance(err, registry.DataError)
+
+
+def _remove_empty(folder: Path) -> None:
+    """Remove ``folder`` and its subfolders when they hold no file (files are kept)."""
+    for d in sorted((p for p in folder.rglob("*") if p.is_dir()), reverse=True):
+        try:
+            d.rmdir()
+        except OSError:
+            pass
+    try:
+        folder.rmdir()
+    except OSError:
+        pass
+
+
 def _list() -> str:
-    lines = [f"{'artifact':<14} {'minutes':>7}  {'chapter':<26} paper"]
+    lines = [f"{'artifact':<14} {'minutes':>7}  {'chapter':<26} {'data':<9} paper"]
     for a in ARTIFACTS.values():
-        lines.append(f"{a.name:<14} {a.minutes:>7.1f}  {a.chapter:<26} {a.paper}")
+        data = "download" if a.downloads else ""
+        lines.append(f"{a.name:<14} {a.minutes:>7.1f}  {a.chapter:<26} {data:<9} {a.paper}")
+    lines.append("")
+    lines.append("data: 'download' marks the artifacts that read public data files, downloaded "
+                 "on first use and verified;")
+    lines.append("      offline (CBDT_OFFLINE=1), put the files in a folder and set "
+                 "CBDT_DATA_DIR to it.")
     lines.append("")
     lines.append("cbdt reproduce [--only NAME,...] [--seeds N] [--out DIR]")
     return "\n".join(lines)
@@ -662,14 +716,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     rp.add_argument("--out", default="cbdt-results", help="output folder")
     rp.add_argument("--no-progress", action="store_true", help="no progress bar")
     args = ap.parse_args(argv)
-    import matplotlib
-
-    matplotlib.use("Agg")  # files only, no display needed
-    if args.command == "list":
+    if args.command == "list":  # needs no extra
         print(_list())
         return 0
-    names = [n.strip() for n in args.only.split(",") if n.strip()]
-    summary = reproduce(names, seeds=args.seeds, out=args.out, progress=not args.no_progress)
+    from cbdt._optional import require
+    from cbdt.exceptions import MissingExtraError
+
+    try:
+        require("matplotlib", "cbdt reproduce").use("Agg")  # files only, no display needed
+        names = [n.strip() for n in args.only.split(",") if n.strip()]
+        summary = reproduce(names, seeds=args.seeds, out=args.out,
+                            progress=not args.no_progress)
+    except MissingExtraError as err:  # one line, no traceback (the lean install)
+        print(f"{err}; everything the artifacts need: pip install 'cbdt[book]'",
+              file=sys.stderr)
+        return 1
     n_files = sum(len(f.split(", ")) for f in summary["files"])
     print(f"\nWrote {n_files} files under {Path(args.out).resolve()}:")
     for r in summary.itertuples(index=False):
