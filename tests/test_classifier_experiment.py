@@ -237,8 +237,30 @@ def test_select_epochs(digits):
         for _, g in sel.groupby("seed")
     )
     assert clf.best_epochs(sel) == per_seed[(len(per_seed) - 1) // 2]
+    assert (sel["ulp_spread"] >= 0).all() and (sel["ulp_spread"] < 1).all()
     toy = pd.DataFrame({"seed": [0, 0, 1, 1, 2, 2], "epochs": [5, 10] * 3,
                         "val_mse": [1, 1, 2, 1, 0, 1]})
-    assert clf.best_epochs(toy) == 5  # choices 5 (tie -> fewer), 10, 5
+    assert clf.best_epochs(toy, max_spread=None) == 5  # choices 5 (tie -> fewer), 10, 5
+    with pytest.raises(InputError, match="ulp_spread"):
+        clf.best_epochs(toy)
     with pytest.raises(InputError, match="multiple"):
         clf.select_epochs(X, y, config=TINY, step=5, max_epochs=12)
+
+
+def test_best_epochs_stops_at_the_reproducibility_horizon():
+    # seed 1 would choose 30 epochs, but at 30 seed 0's twin networks part (spread 1e-3):
+    # every candidate from the first one that parts on some seed is out, on every seed
+    toy = pd.DataFrame({
+        "seed": [0, 0, 0, 1, 1, 1, 2, 2, 2],
+        "epochs": [10, 20, 30] * 3,
+        "val_mse": [3, 2, 1, 3, 2, 1, 1, 2, 3],
+        "ulp_spread": [1e-12, 1e-9, 1e-3, 1e-12, 1e-10, 1e-8, 1e-12, 1e-11, 1e-10],
+    })
+    assert clf.best_epochs(toy, max_spread=None) == 30  # choices 30, 30, 10
+    assert clf.best_epochs(toy) == 20  # choices 20, 20, 10
+    assert clf.best_epochs(toy, max_spread=1e-2) == 30
+    # a spread that exceeds the bound and then falls back below it does not reopen the door
+    back = toy.assign(ulp_spread=[1e-12, 1e-3, 1e-12] * 3)
+    assert clf.best_epochs(back) == 10
+    with pytest.raises(InputError, match="reproducible"):
+        clf.best_epochs(toy.assign(ulp_spread=1.0))

@@ -79,8 +79,12 @@ def _classifier() -> tuple[np.ndarray, str]:
     from cbdt.book.experiments import classifier as clf
 
     d = load_digits()
-    run = clf.classifier_run(d.data, d.target, seed=0)
-    return run.fidelity.network_scores, "ch. 09"
+    # all five seeds of the chapter's table: seed 4's training once parted between kernels
+    # (800 epochs, spread 2.7e-2, one decision of 3,985 flipped) while seed 0's did not
+    runs = [clf.classifier_run(d.data, d.target, seed=s) for s in clf.SEEDS]
+    # interleaved (row 5j + s is test row j of seed s), so the stored first rows hold every seed
+    S = np.stack([r.fidelity.network_scores for r in runs], axis=1)
+    return S.reshape(-1, S.shape[-1]), "ch. 09"
 
 
 def _own_network() -> tuple[np.ndarray, str]:
@@ -96,8 +100,8 @@ def _own_network() -> tuple[np.ndarray, str]:
 #: times the spread measured between native (AVX2) and generic kernels with float64 training:
 #: 3e-16 to 1e-15 where training is smooth (1e-9 accepted); where full-batch Adam amplifies a
 #: last-bit difference over hundreds of epochs it is larger: PJM 1.5e-8 (1e-6 accepted), the
-#: digits classifier 3.5e-6 (1e-4), the width-128 network of Table C2 4.3e-5 (1e-3: its
-#: trajectories part at epoch 986 of 1,000). Float32 training (as the book once did) spread by 1e-7
+#: digits classifier, five seeds, 9.3e-8 (1e-5; at 800 epochs seed 4 spread by 2.7e-2), the
+#: width-128 network of Table C2 4.3e-5 (1e-3: its trajectories part at epoch 986 of 1,000). Float32 training (as the book once did) spread by 1e-7
 #: to 3e-2 and fails every row but Table C2's.
 CONFIGS: dict[str, tuple[Callable[[], tuple[np.ndarray, str]], float]] = {
     "synthetic, H = 64": (_synthetic, 1e-9),
@@ -107,7 +111,7 @@ CONFIGS: dict[str, tuple[Callable[[], tuple[np.ndarray, str]], float]] = {
     "PJM": (_pjm, 1e-6),
     "UCI Adult": (lambda: _uci("adult"), 1e-9),
     "UCI Default Credit": (lambda: _uci("default_credit"), 1e-9),
-    "digits classifier (MSE)": (_classifier, 1e-4),
+    "digits classifier (MSE)": (_classifier, 1e-5),
     "digits MLP (cross-entropy)": (_own_network, 1e-9),
 }
 

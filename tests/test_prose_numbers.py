@@ -16,7 +16,8 @@ by hand; the test fails and names it, with its sentence.
   found nowhere else is skipped, and the skip names them: they may be the paper's;
 * the printed output of its exercises, ``book/_exercises/NN_*.json`` (written by
   ``tests/nbcheck.py``: what each code block of an exercise or solution prints, keyed
-  ``<label>/<block>``), for the numbers of a ``{solution}`` whose code, or whose exercise's
+  ``<label>#<i>`` for the exercise's i-th block and ``<label>/solution#<i>`` for its
+  solution's), for the numbers of a ``{solution}`` whose code, or whose exercise's
   code, prints them: that exercise's output. A solution whose output is not stored fails
   (``make exercises`` writes it);
 * *as written*: the numbers of the chapter's code (code cells, fenced code blocks and inline
