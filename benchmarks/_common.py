@@ -74,8 +74,49 @@ def machine() -> dict[str, str]:
         "cpu": cpu,
         "cores": str(cores),
         "blas": blas_description(),
+        "blas_core": blas_core(),
         "numpy": np.__version__,
     }
+
+
+def gemm_peak_gflops(repeats: int = 3, size: int = 2048) -> float:
+    """GFLOP/s of a square float64 product ``A @ B`` (numpy's BLAS, its threads as set),
+    the fastest of ``repeats + 2`` calls after a warm-up, 0.3 s apart: the machine's
+    arithmetic rate, as high as this BLAS gets it."""
+    rng = np.random.default_rng(0)
+    A, B = rng.normal(size=(size, size)), rng.normal(size=(size, size))
+    A @ B
+    best = np.inf
+    for _ in range(repeats + 2):
+        time.sleep(0.3)
+        t0 = time.perf_counter()
+        A @ B
+        best = min(best, time.perf_counter() - t0)
+    return 2.0 * size**3 / best / 1e9
+
+
+def blas_core() -> str:
+    """The core type numpy's BLAS dispatched to (threadpoolctl's ``internal_api`` and
+    ``architecture``, e.g. ``openblas SkylakeX``)."""
+    try:
+        from threadpoolctl import threadpool_info
+
+        for i in threadpool_info():
+            if i["user_api"] == "blas" and "numpy" in os.path.basename(
+                    os.path.dirname(i["filepath"])):
+                return f"{i['internal_api']} {i.get('architecture') or ''}".strip()
+        for i in threadpool_info():
+            if i["user_api"] == "blas":
+                return f"{i['internal_api']} {i.get('architecture') or ''}".strip()
+    except Exception:  # pragma: no cover - informational only
+        pass
+    return "unknown"
+
+
+def machine_columns(peak: float) -> dict[str, Any]:
+    """The columns every stored row carries: the CPU model, its GEMM peak measured in the
+    same run (GFLOP/s) and numpy's BLAS core type."""
+    return {"cpu": machine()["cpu"], "peak_gflops": peak, "blas_core": blas_core()}
 
 
 def fit_exponent(x: np.ndarray, t: np.ndarray) -> float:

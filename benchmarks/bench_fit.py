@@ -20,11 +20,27 @@ so that OpenBLAS's spinning threads of the previous call are asleep):
 * dask on a two-process ``LocalCluster``, n = 10**7 in chunks of 10**6 rows read by the
   workers from the float64 file: the fit against a cost model built from per-chunk times
   measured in this process (:func:`dask_cost_model`), and the model's prediction for
-  n = 10**9 rows on 16, 64 and 256 workers.
+  n = 10**9 rows on 16, 64 and 256 workers;
+* beside every in-memory fit, what a user would pick instead: scikit-learn's
+  ``Ridge(solver="cholesky")`` on the same data (the normal equations: errors of order
+  cond(Phi)^2 eps), timed in the same rounds (``ridge_cholesky_s``);
+* a profile of the in-memory fit (:func:`profile`), on one thread (BLAS pinned, one Python
+  thread): the time inside the BLAS-3/LAPACK kernels of the passes (``trsm``, ``syrk``,
+  ``potrf``, each call timed) and everything else (copies, checks, small factorisations,
+  Python), as a share of the fit (``outside_share``; target: at most 10%, the proxy for a
+  machine whose GEMM is 4x faster than this one's).
+
+Every row carries the CPU model, the GEMM peak measured in this run (``peak_gflops``) and
+numpy's BLAS core type (``blas_core``: threadpoolctl's ``internal_api`` and
+``architecture``).
 
 Run: ``python benchmarks/bench_fit.py [--n 1000000] [--n-memmap 10000000] [--widths 64 256
-1024]``; writes ``benchmarks/results/fit.csv`` and ``fit_meta.json``. The memmap files (5.1 GB
-+ 2.6 GB at the default size) are written to ``--dir`` and deleted afterwards.
+1024] [--n-wide 250000] [--no-files]``; ``--n-wide`` is n for H >= 1024 (n H floats, twice:
+Phi and the fit's copy, must fit in memory). Writes ``benchmarks/results/fit.csv`` and
+``fit_meta.json``; with ``--no-files`` (the in-memory rows and profiles alone)
+``fit_profile.csv`` and ``fit_profile_meta.json`` instead.
+The memmap files (5.1 GB + 2.6 GB at the default size) are written to ``--dir`` and deleted
+afterwards.
 """
 
 from __future__ import annotations
@@ -42,7 +58,7 @@ import numpy as np
 import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _common import machine  # noqa: E402
+from _common import gemm_peak_gflops, machine, machine_columns  # noqa: E402
 
 import cbdt  # noqa: E402
 from cbdt._threads import blas_threads, single_threaded_blas  # noqa: E402
@@ -65,19 +81,8 @@ def timed(fn, repeats: int) -> float:
 
 
 def peak_gflops(repeats: int, size: int = 2048) -> float:
-    """GFLOP/s of a square float64 product ``A @ B`` (numpy's BLAS threads), the fastest of
-    ``repeats + 2`` calls after a warm-up: the machine's arithmetic rate, as high as this BLAS
-    gets it."""
-    rng = np.random.default_rng(0)
-    A, B = rng.normal(size=(size, size)), rng.normal(size=(size, size))
-    A @ B
-    best = np.inf
-    for _ in range(repeats + 2):
-        time.sleep(0.3)
-        t0 = time.perf_counter()
-        A @ B
-        best = min(best, time.perf_counter() - t0)
-    return 2.0 * size**3 / best / 1e9
+    """GFLOP/s of a square float64 product (:func:`_common.gemm_peak_gflops`)."""
+    return gemm_peak_gflops(repeats, size)
 
 
 def threaded_gram(Phi: np.ndarray, rows: int = 4096) -> np.ndarray:
@@ -110,20 +115,94 @@ def representations(n: int, H: int, seed: int = 0) -> np.ndarray:
     return Phi
 
 
-def in_memory(n: int, H: int, repeats: int) -> dict:
+def rounds_timed(fns: list, repeats: int) -> list[float]:
+    """Medians of ``fns`` timed in turn, ``repeats`` rounds, the order rotating, each call
+    after a 0.3 s pause (no warm-up call: a fit's first touch of its own memory is part of
+    what a user pays); a shared machine's load then hits every function alike."""
+    times: list[list[float]] = [[] for _ in fns]
+    for i in range(repeats):
+        for j in [(i + s) % len(fns) for s in range(len(fns))]:
+            gc.collect()
+            time.sleep(0.3)
+            t0 = time.perf_counter()
+            out = fns[j]()
+            times[j].append(time.perf_counter() - t0)
+            del out
+    return [float(np.median(t)) for t in times]
+
+
+def profile(Phi: np.ndarray, R: np.ndarray, repeats: int) -> dict:
+    """The fit on one thread (BLAS pinned to one thread, so the fit runs one Python thread),
+    every call of its pass kernels timed: ``trsm`` (:func:`cbdt._blas.trsm_rows_upper`),
+    ``syrk`` (``cbdt._tsqr._syrk``, both passes' Gram products) and ``potrf`` (LAPACK's
+    Cholesky). Returns the medians over ``repeats`` fits of the total, of each kernel's
+    sum, and of the rest (``outside_s``) and its share of the fit."""
+    import scipy.linalg.lapack as lapack
+    from threadpoolctl import threadpool_limits
+
+    import cbdt._tsqr as ts
+
+    acc = {"trsm": 0.0, "syrk": 0.0, "potrf": 0.0}
+
+    def wrap(name: str, f):
+        def g(*a, **kw):
+            t0 = time.perf_counter()
+            out = f(*a, **kw)
+            acc[name] += time.perf_counter() - t0
+            return out
+        return g
+
+    orig = (ts.trsm_rows_upper, ts._syrk, lapack.dpotrf)
+    ts.trsm_rows_upper, ts._syrk = wrap("trsm", orig[0]), wrap("syrk", orig[1])
+    lapack.dpotrf = wrap("potrf", orig[2])
+    rec: dict[str, list[float]] = {k: [] for k in ("total", *acc)}
+    try:
+        with threadpool_limits(1):
+            for _ in range(repeats):
+                for k in acc:
+                    acc[k] = 0.0
+                gc.collect()
+                time.sleep(0.3)
+                ci = cbdt.CaseInfluence()
+                t0 = time.perf_counter()
+                ci.fit(Phi, R)
+                rec["total"].append(time.perf_counter() - t0)
+                for k in acc:
+                    rec[k].append(acc[k])
+                del ci
+    finally:
+        ts.trsm_rows_upper, ts._syrk = orig[0], orig[1]
+        lapack.dpotrf = orig[2]
+    tot = np.array(rec["total"])
+    inside = sum(np.array(rec[k]) for k in acc)
+    out = {"profile_fit_1thread_s": float(np.median(tot))}
+    for k in acc:
+        out[f"profile_{k}_s"] = float(np.median(rec[k]))
+    out["profile_outside_s"] = float(np.median(tot - inside))
+    out["outside_share"] = float(np.median((tot - inside) / tot))
+    return out
+
+
+def in_memory(n: int, H: int, repeats: int, prof: bool = True) -> dict:
+    from sklearn.linear_model import Ridge
+
     Phi = representations(n, H)
     R = np.random.default_rng(1).normal(size=(n, 3))
-    t_gram = timed(lambda: Phi.T @ Phi, repeats)
-    t_tgram = timed(lambda: threaded_gram(Phi), repeats)
     ci = cbdt.CaseInfluence()
-    t_fit = timed(lambda: ci.fit(Phi, R), repeats)
+    ridge = Ridge(solver="cholesky", fit_intercept=bool(ci.intercept))
+    t_gram, t_tgram, t_fit, t_ridge = rounds_timed(
+        [lambda: Phi.T @ Phi, lambda: threaded_gram(Phi), lambda: ci.fit(Phi, R),
+         lambda: ridge.fit(Phi, R)], repeats)
     row = {
         "case": "in memory", "dtype": "float64", "n": n, "H": H, "repeats": repeats,
         "floor": "numpy Phi.T @ Phi", "floor_s": t_gram, "threaded_gram_s": t_tgram,
         "fit_s": t_fit, "ratio": t_fit / t_gram, "ratio_threaded_gram": t_fit / t_tgram,
         "factorization": ci.factorization_, "omega": ci.orthogonality_loss_,
-        "passes": ci._fit_passes,
+        "passes": ci._fit_passes, "ridge_cholesky_s": t_ridge, "ratio_ridge": t_fit / t_ridge,
     }
+    ci = None  # its copy of Phi freed before the profile's fits
+    if prof:
+        row |= profile(Phi, R, repeats)
     gc.collect()
     return row
 
@@ -238,6 +317,12 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=1_000_000)
     ap.add_argument("--n-memmap", type=int, default=10_000_000)
     ap.add_argument("--widths", type=int, nargs="+", default=[64, 256, 1024])
+    ap.add_argument("--n-wide", type=int, default=250_000,
+                    help="n for H >= 1024 (Phi and the fit's copy must fit in memory)")
+    ap.add_argument("--no-files", action="store_true",
+                    help="in-memory rows only (no memmap files, no dask), written to "
+                         "fit_profile.csv")
+    ap.add_argument("--no-profile", action="store_true", help="skip the one-thread profile")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--dir", default=None)
     ap.add_argument("--no-write", action="store_true")
@@ -246,25 +331,41 @@ def main() -> None:
     print(f"peak: {peak:.1f} GFLOP/s", flush=True)
     rows = []
     for H in args.widths:
-        reps = args.repeats if H <= 256 else max(1, args.repeats - 2)  # 1024: ~1 min a call
-        rows.append(in_memory(args.n, H, reps))
+        n = args.n if H < 1024 else min(args.n, args.n_wide)
+        rows.append(in_memory(n, H, args.repeats, prof=not args.no_profile))
         print(rows[-1], flush=True)
-    folder = Path(tempfile.mkdtemp(dir=args.dir))
-    try:
-        for dtype in (np.float64, np.float32):
-            rows += on_file(args.n_memmap, dtype, folder, args.repeats)
-            print(rows[-1], flush=True)
-    finally:
-        shutil.rmtree(folder, ignore_errors=True)
+    if not args.no_files:
+        folder = Path(tempfile.mkdtemp(dir=args.dir))
+        try:
+            for dtype in (np.float64, np.float32):
+                rows += on_file(args.n_memmap, dtype, folder, args.repeats)
+                print(rows[-1], flush=True)
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
     df = pd.DataFrame(rows)
-    df["peak_gflops"] = peak
+    for c, v in machine_columns(peak).items():
+        df[c] = v
     df["gram_at_peak_s"] = df["n"] * df["H"] * (df["H"] + 1) / (peak * 1e9)
     print(df.to_string(index=False))
+    for r in df[df["case"] == "in memory"].itertuples():
+        if args.no_profile:
+            print(f"H = {r.H}, n = {r.n:,}: fit {r.fit_s:.3f} s = {r.ratio:.2f}x numpy's Gram "
+                  f"({r.floor_s:.3f} s), Ridge(cholesky) {r.ridge_cholesky_s:.3f} s")
+            continue
+        print(f"H = {r.H}, n = {r.n:,}: fit {r.fit_s:.3f} s = {r.ratio:.2f}x numpy's Gram "
+              f"({r.floor_s:.3f} s; target <= 3), Ridge(cholesky) {r.ridge_cholesky_s:.3f} s; "
+              f"profile on 1 thread: fit {r.profile_fit_1thread_s:.3f} s, trsm "
+              f"{r.profile_trsm_s:.3f}, syrk {r.profile_syrk_s:.3f}, potrf "
+              f"{r.profile_potrf_s:.4f}, outside {r.profile_outside_s:.3f} s = "
+              f"{100 * r.outside_share:.1f}% (target <= 10%)")
     if not args.no_write:
         RESULTS.mkdir(exist_ok=True)
-        df.to_csv(RESULTS / "fit.csv", index=False)
-        meta = machine() | {"blas_threads": str(blas_threads())}
-        (RESULTS / "fit_meta.json").write_text(json.dumps(meta, indent=1) + "\n")
+        # a run without the files (in-memory rows and their profile only) never overwrites
+        # the full table: it goes to fit_profile.csv
+        name = "fit_profile" if args.no_files else "fit"
+        df.to_csv(RESULTS / f"{name}.csv", index=False)
+        meta = machine() | {"blas_threads": str(blas_threads()), "peak_gflops": f"{peak:.1f}"}
+        (RESULTS / f"{name}_meta.json").write_text(json.dumps(meta, indent=1) + "\n")
 
 
 if __name__ == "__main__":

@@ -19,10 +19,23 @@ same run:
 * coefficients of 1,024 queries at n = 100,000, fresh result and ``out=``, against the same
   GEMM into a preallocated output;
 * fit with default threads and with BLAS pinned to one thread;
-* the paper's per-query figure (Appendix D: 58.6 ms) for comparison.
+* the paper's per-query figure (Appendix D: 58.6 ms) for comparison;
+* a sweep over n across the old cliff of the single query (n = 500,000, 540,000, 10**6 and
+  4 * 10**6, H = 64, k = 10; ``--sweep-n``), one query and 16 queries: ``top_cases`` and
+  ``explain`` against one float64 GEMV (m GEMVs: a small GEMM into a preallocated output) by an
+  (n, H) matrix + ``argpartition`` of the weighted values, timed in turn (the order rotating,
+  medians; target: within 1.25x); and at the largest n the same queries on a float64 memmap of
+  the memory against one streaming pass over the file (``np.copyto`` of every chunk into a
+  reused buffer; target: within 1.5x). The fit and the queries are timed under a deliberate
+  BLAS thread setting (``--threads``, default: every core), the floor in the same round.
+
+Every stored row carries the CPU model, its GEMM peak measured in the same run
+(``peak_gflops``, a square float64 product) and numpy's BLAS core type (threadpoolctl's
+``internal_api`` and ``architecture``).
 
 Run: ``python benchmarks/bench_influence.py [--repeats 7] [--batch-repeats 41]``. Writes
-``benchmarks/results/limits.csv`` unless ``--no-save``.
+``benchmarks/results/limits.csv`` and ``query_sweep.csv`` (with their ``_meta.json``) unless
+``--no-save``; ``--sweep-only`` runs and writes the sweep alone.
 """
 
 from __future__ import annotations
@@ -42,7 +55,7 @@ import pandas as pd
 from threadpoolctl import threadpool_limits
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _common import machine, median_time  # noqa: E402
+from _common import gemm_peak_gflops, machine, machine_columns, median_time  # noqa: E402
 
 import cbdt  # noqa: E402
 
@@ -86,6 +99,114 @@ def tanh_rep(rng: np.random.Generator, n: int, H: int, W: np.ndarray) -> np.ndar
     return np.tanh(rng.normal(size=(n, H)) @ W / 8)
 
 
+def sweep(ns: list[int], H: int, ms: list[int], k: int, threads: int, folder: str | None,
+          memmap: bool = True) -> list[dict]:
+    """Single and small-batch queries across n (see the module docstring): one row per (n,
+    m, call) with the medians of the library and of its floor, timed in turn, their ratio and
+    the median of the per-round ratios."""
+    rows: list[dict] = []
+    rng = np.random.default_rng(0)
+    W = rng.normal(size=(H, H))
+    Qs = tanh_rep(rng, max(ms), H, W)
+    for n in ns:
+        rows += _sweep_n(n, H, W, Qs, ms, k, threads, folder, memmap and n == max(ns))
+    return rows
+
+
+def _sweep_n(n: int, H: int, W: np.ndarray, Qs: np.ndarray, ms: list[int], k: int,
+             threads: int, folder: str | None, memmap: bool) -> list[dict]:
+    """The rows of :func:`sweep` at one n (the memory freed on return)."""
+    import shutil
+    import tempfile
+
+    rows: list[dict] = []
+    Phi = np.empty((n, H))
+    for s0 in range(0, n, 1 << 18):  # in slabs: no (n, H) temporaries
+        e = min(n, s0 + (1 << 18))
+        Phi[s0:e] = tanh_rep(np.random.default_rng(s0), e - s0, H, W)
+    R = np.random.default_rng(1).normal(size=(n, 3))
+    r1 = np.ascontiguousarray(R[:, 1])
+    with threadpool_limits(threads):
+        ci = cbdt.CaseInfluence().fit(Phi, R)
+    rounds = max(7, min(41, int(4e7 // n)))
+    for m in ms:
+        Q = Qs[:m]
+        out = np.empty((m, n))
+
+        # the floor: one GEMV (m GEMVs: a small GEMM into a preallocated output) by an
+        # (n, H) matrix, the shape of a cached projector Phi G^-1, weighted, argpartition
+        if m == 1:
+            q = Q[0]
+
+            def floor(q=q):
+                a = Phi @ q
+                np.argpartition(-np.abs(a * r1), k)[:k]
+            what = "one float64 GEMV + argpartition"
+            lib_q = q
+        else:
+            def floor(Q=Q, out=out):
+                np.matmul(Q, Phi.T, out=out)
+                np.argpartition(-np.abs(out * r1), k, axis=1)[:, :k]
+            what = f"GEMM ({m},{H})@({H},n) into preallocated + argpartition"
+            lib_q = Q
+        calls = {
+            "top_cases": lambda lib_q=lib_q: ci.top_cases(lib_q, 1, k=k),
+            "explain": lambda lib_q=lib_q: ci.explain(lib_q, k=k),
+        }
+        with threadpool_limits(threads):
+            med, times = interleaved([floor, *calls.values()], rounds, 0.0)
+        for j, name in enumerate(calls, start=1):
+            per_round = statistics.median(
+                b / a for a, b in zip(times[0], times[j], strict=True))
+            rows.append(dict(
+                measurement=f"n = {n:,}, {m} quer{'y' if m == 1 else 'ies'}: {name} "
+                            f"(top-{k})",
+                median_ms=med[j] * 1e3, floor_ms=med[0] * 1e3, floor=what,
+                ratio=med[j] / med[0], target=1.25, n=n, H=H, m=m, k=k, call=name,
+                storage="in memory", rounds=rounds, round_ratio=per_round))
+            print(rows[-1], flush=True)
+    ci = None  # its copy of the memory freed before the memmap's fit
+    if memmap:
+        tmp = tempfile.mkdtemp(dir=folder)
+        path = Path(tmp) / "phi.npy"
+        try:
+            mm = np.lib.format.open_memmap(path, mode="w+", dtype=np.float64,
+                                           shape=(n, H))
+            mm[:] = Phi
+            mm.flush()
+            del mm
+            Pm = np.load(path, mmap_mode="r")
+            with threadpool_limits(threads):
+                cim = cbdt.CaseInfluence().fit(Pm, R)
+            chunk = cim.chunk_size
+            buf = np.empty((chunk, H))
+
+            def stream(Pm=Pm, buf=buf, chunk=chunk):
+                for s0 in range(0, n, chunk):
+                    blk = Pm[s0 : s0 + chunk]
+                    np.copyto(buf[: blk.shape[0]], blk)
+
+            for m in ms:
+                lib_q = Qs[0] if m == 1 else Qs[:m]
+                with threadpool_limits(threads):
+                    med, times = interleaved(
+                        [stream, lambda lib_q=lib_q: cim.top_cases(lib_q, 1, k=k)],
+                        max(5, rounds // 2), 0.0)
+                rows.append(dict(
+                    measurement=f"n = {n:,} memmap, {m} quer{'y' if m == 1 else 'ies'}: "
+                                f"top_cases (top-{k})",
+                    median_ms=med[1] * 1e3, floor_ms=med[0] * 1e3,
+                    floor="one streaming pass over the file", ratio=med[1] / med[0],
+                    target=1.5, n=n, H=H, m=m, k=k, call="top_cases", storage="memmap",
+                    rounds=max(5, rounds // 2), round_ratio=statistics.median(
+                        b / a for a, b in zip(times[0], times[1], strict=True))))
+                print(rows[-1], flush=True)
+            del cim, Pm
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+    return rows
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n", type=int, default=14_000)
@@ -100,8 +221,43 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--pause", type=float, default=None,
                     help="seconds of pause before each interleaved batched call (default: "
                          "the measured BLAS spin x 1.5 + 0.05 s)")
+    ap.add_argument("--sweep-n", type=int, nargs="*",
+                    default=[500_000, 540_000, 1_000_000, 4_000_000],
+                    help="sizes of the single/small-batch query sweep (none: no sweep)")
+    ap.add_argument("--sweep-m", type=int, nargs="+", default=[1, 16])
+    ap.add_argument("--threads", type=int, default=None,
+                    help="BLAS threads of the sweep (default: every core)")
+    ap.add_argument("--dir", default=None, help="folder for the sweep's memmap file")
+    ap.add_argument("--sweep-only", action="store_true")
     ap.add_argument("--no-save", action="store_true")
     args = ap.parse_args(argv)
+    peak = gemm_peak_gflops()
+    print(f"GEMM peak: {peak:.1f} GFLOP/s", flush=True)
+    cols = machine_columns(peak)
+    if args.sweep_n:
+        from cbdt._threads import blas_threads
+
+        threads = args.threads or blas_threads()
+        la0 = os.getloadavg()
+        sw = pd.DataFrame(sweep(args.sweep_n, args.H, args.sweep_m, 10, threads, args.dir))
+        la1 = os.getloadavg()
+        for c, v in cols.items():
+            sw[c] = v
+        sw_meta = machine() | {"blas_threads": str(threads), "peak_gflops": f"{peak:.1f}",
+                               "loadavg": " -> ".join("/".join(f"{v:.2f}" for v in la)
+                                                      for la in (la0, la1))}
+        pd.set_option("display.width", 200)
+        print(sw.drop(columns=list(cols)).to_string(index=False,
+                                                    float_format=lambda v: f"{v:.4g}"))
+        for r in sw.itertuples():
+            ok = "met" if r.ratio <= r.target else "NOT met"
+            print(f"target {r.measurement}: ratio {r.ratio:.2f} <= {r.target}: {ok}")
+        if not args.no_save:
+            RESULTS.mkdir(exist_ok=True)
+            sw.to_csv(RESULTS / "query_sweep.csv", index=False)
+            (RESULTS / "query_sweep_meta.json").write_text(json.dumps(sw_meta, indent=1) + "\n")
+    if args.sweep_only:
+        return
     rng = np.random.default_rng(0)
     n, H, m, rep = args.n, args.H, args.batch, args.repeats
     W = rng.normal(size=(H, H))
@@ -189,7 +345,9 @@ def main(argv: list[str] | None = None) -> None:
         "GEMM into preallocated")
 
     df = pd.DataFrame(rows)
-    meta = machine()
+    for c, v in cols.items():
+        df[c] = v
+    meta = machine() | {"peak_gflops": f"{peak:.1f}"}
     meta["loadavg_batched"] = " -> ".join(
         "/".join(f"{v:.2f}" for v in la) for la in (load0, load1))
     meta["blas_spin_s"] = f"{spin:.3f}"

@@ -98,6 +98,41 @@ def trsm_right_upper(R: np.ndarray, B: np.ndarray) -> np.ndarray:
     return B
 
 
+def trsm_rows_upper(R: np.ndarray, X: np.ndarray) -> np.ndarray:
+    """Solve ``Y R = X`` in place for the rows of a C-ordered block ``X`` (``X`` becomes
+    ``Y``), ``R`` (k, k) upper triangular and Fortran-ordered.
+
+    The C-ordered ``X`` (m, k), or the first ``k`` columns of a wider C-ordered buffer
+    (row stride ``ld`` >= k), is read by BLAS as the Fortran-ordered ``X^T`` (k, m) with
+    leading dimension ``ld``; ``Y R = X`` is ``R^T Y^T = X^T``, one left-side ``dtrsm``
+    (side L, upper, transposed) on it. No transposing copy into a Fortran buffer is made;
+    the GIL is released while ``dtrsm`` runs. Returns ``X``.
+    """
+    if X.dtype != np.float64 or X.ndim != 2 or not X.flags.writeable or X.strides[1] != 8:
+        raise ValueError("X must be a writeable float64 array with contiguous rows")
+    if R.dtype != np.float64 or not R.flags.f_contiguous:
+        raise ValueError("R must be a Fortran-ordered float64 array")
+    m, k = X.shape
+    if R.shape != (k, k):
+        raise ValueError(f"R has shape {R.shape}, expected ({k}, {k})")
+    if m == 0 or k == 0:
+        return X
+    ld = X.strides[0] // 8 if m > 1 else k
+    if X.strides[0] % 8 or ld < k:
+        raise ValueError("X must be a writeable float64 array with contiguous rows")
+    fn = _dtrsm()
+    if fn is None:  # pragma: no cover - f2py wrapper (serial, through a copy)
+        X[:] = linalg.blas.dtrsm(1.0, R, np.asfortranarray(X.T), side=0, lower=0,
+                                 trans_a=1).T
+        return X
+    ki, mi = ctypes.c_int(k), ctypes.c_int(m)
+    lda, ldb = ctypes.c_int(k), ctypes.c_int(ld)
+    one = ctypes.c_double(1.0)
+    fn(b"L", b"U", b"T", b"N", ctypes.byref(ki), ctypes.byref(mi), ctypes.byref(one),
+       R.ctypes.data, ctypes.byref(lda), X.ctypes.data, ctypes.byref(ldb))
+    return X
+
+
 def geqrf_r(A: np.ndarray) -> np.ndarray:
     """The upper-triangular factor of a Householder QR of ``A`` (p, q), p >= q, computed
     in place in the Fortran-ordered float64 ``A`` by LAPACK's blocked ``dgeqrf`` with the

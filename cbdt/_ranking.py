@@ -301,18 +301,24 @@ def rank_block(
     xmax: float,
     rq: np.ndarray | None,
     rmax: float,
+    bias: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Top-k of a block ``B = Yt @ X.T`` (m, n) formed by one GEMM (or GEMV), exact.
 
-    ``B`` is weighted by the returns ``Rt[acts]`` in place and keyed; the candidates within
-    its rounding bound (:func:`_bound64`; ``xmax``: the largest norm of a row of ``X``,
-    ``rq``: max |r| of each action, ``rmax``: over all) of each query's k-th key get the
-    keys and values of :func:`_psi`, as in the fused scan, so a query ranks the same alone,
-    in a small block or in a large batch. Returns ``(indices, keys, values)``.
+    ``B`` gets the constant terms ``bias`` (m,) added, is weighted by the returns
+    ``Rt[acts]`` in place and keyed; the candidates within its rounding bound
+    (:func:`_bound64`; ``xmax``: a bound on the norm of every row of ``X``, ``rq``: max |r|
+    of each action, ``rmax``: over all) of each query's k-th key get the keys and values of
+    :func:`_psi`, as in the fused scan, so a query ranks the same alone, in a small block or
+    in a large batch. Returns ``(indices, keys, values)``.
     """
-    if Rt is not None:
-        B *= Rt[acts[0]] if B.shape[0] == 1 else Rt[acts]  # one query: a view, no copy
-    K = _keyed(B, key)
+    if bias is not None:
+        B += bias[:, None]
+    if Rt is not None:  # one action for all the queries: a view of its returns, no copy
+        one = B.shape[0] == 1 or bool(np.all(acts[: B.shape[0]] == acts[0]))
+        B *= Rt[acts[0]] if one else Rt[acts]
+    # keyed in place (only the keys are read again; values come from _psi)
+    K = np.abs(B, out=B) if key == "abs" else (B if key == "positive" else np.negative(B, out=B))
     m, h = Yt.shape
     rmax = 1.0 if Rt is None else rmax
     if m == 1:  # one query: the bound in Python floats (|y| >= max |y_i| in the tiny term)
@@ -320,18 +326,115 @@ def rank_block(
             ss = float(Yt[0] @ Yt[0])
         yn = math.sqrt(ss) if 2.0**-960 < ss < 2.0**960 else float(_row_norms(Yt)[0])
         rq1 = 1.0 if rq is None else float(rq[acts[0]])
-        M = np.array([_bound64(h, yn, xmax, 0.0, rq1, yn, rmax)])
+        b1 = 0.0 if bias is None else abs(float(bias[0]))
+        M = np.array([_bound64(h, yn, xmax, b1, rq1, yn, rmax)])
     else:
         ymax = float(np.abs(Yt).max()) if Yt.size else 0.0
-        M = _bound64(h, _row_norms(Yt), xmax, 0.0, 1.0 if rq is None else rq[acts], ymax, rmax)
+        babs = 0.0 if bias is None else np.abs(bias)
+        M = _bound64(h, _row_norms(Yt), xmax, babs, 1.0 if rq is None else rq[acts], ymax,
+                     rmax)
 
     def exact(rows: np.ndarray, cols: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         r = None if Rt is None else Rt[acts[rows], cols]
-        a = _psi(Yt[rows], X[cols], None, r)
+        a = _psi(Yt[rows], X[cols], None if bias is None else bias[rows], r)
         return _keyed(a, key), a
 
     idx, keys, vals = _refine_top_k(K, M, k, exact)
     return idx, keys, vals
+
+
+#: entries (queries x cases) of one block of the direct path (:func:`rank_direct`): 8 MB
+_DIRECT_ENTRIES = 1 << 20
+_DIRECT_MIN_ROWS = 1 << 16  # cases per block of the direct path at least
+
+
+class RowNormBounds:
+    """Upper bounds on the row norms of a case-side matrix, one per block of ``rows`` rows.
+
+    Computed once, when the fit reads the rows (:func:`block_max_row_norms`, or the fit's
+    second pass), so a query never recomputes them: :meth:`over` gives a bound on the norm
+    of every row of any range of cases, the largest of the blocks it touches.
+    """
+
+    def __init__(self, rows: int, maxima: np.ndarray) -> None:
+        self.rows = int(rows)
+        self.maxima = np.asarray(maxima, dtype=np.float64)
+
+    def over(self, a: int, e: int) -> float:
+        """A bound on ``||x_i||`` for every row ``a <= i < e``."""
+        if e <= a:
+            return 0.0
+        return float(self.maxima[a // self.rows : -(-e // self.rows)].max())
+
+
+def block_max_row_norms(X: Any, rows: int, slab: int = 1 << 16) -> np.ndarray:
+    """``max ||x_i||`` over each block of ``rows`` rows of ``X`` (n, h), in slabs of about
+    ``slab`` rows (a whole number of blocks); a block whose squares leave float64's normal
+    range is measured by :func:`max_row_norm` (exact power-of-two rescaling)."""
+    n = X.shape[0]
+    nb = -(-n // rows)
+    out = np.zeros(nb)
+    step = max(1, slab // rows) * rows
+    for a in range(0, n, step):
+        blk = np.asarray(X[a : a + step], dtype=np.float64)
+        with np.errstate(over="ignore", under="ignore", invalid="ignore"):
+            ss = np.einsum("ch,ch->c", blk, blk)
+        starts = np.arange(0, blk.shape[0], rows)
+        top = np.maximum.reduceat(ss, starts) if ss.size else np.zeros(0)
+        j0 = a // rows
+        out[j0 : j0 + starts.size] = np.sqrt(top)
+        bad = np.flatnonzero(~((top > 2.0**-960) & (top < 2.0**960)))
+        for j in bad:  # tiny, huge or non-finite squares: measured without them
+            out[j0 + j] = max_row_norm(blk[starts[j] : starts[j] + rows])
+    return out
+
+
+def rank_direct(
+    chunks: Any,
+    Y: np.ndarray,
+    bias: np.ndarray | None,
+    Rt: np.ndarray | None,
+    acts: np.ndarray,
+    k: int,
+    key: str,
+    norms: RowNormBounds,
+    rq: np.ndarray | None,
+    rmax: float,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Top-k of a few queries by direct float64 products: one GEMV (one query) or small
+    GEMM per block of cases, ranked exactly by :func:`rank_block`, the blocks' lists merged.
+
+    For one query or a few, the product with the case memory is memory-bound: one read of
+    every case row, like the floor of a bare GEMV (or GEMM) and ``argpartition``. Each
+    block of ``chunks`` (``(start, X)`` pairs, X (w, h) float64) holds at most
+    :data:`_DIRECT_ENTRIES` values (at least :data:`_DIRECT_MIN_ROWS` cases); its candidates
+    within the rounding bound of :func:`_bound64` (``norms``: the fit's row-norm bounds of
+    the case rows) get the keys and values of :func:`_psi`, so the result (keys in
+    descending order, ties to the lower case index, and the values) is that of the fused
+    scan (:func:`scan_top_k`) and of any batch. A block's exact top-k contains every case of
+    the global top-k in it, so the merge by (key, index) is exact. Returns ``(keys,
+    indices, signed values)``, each (m, k).
+    """
+    m = Y.shape[1]
+    Yt = np.ascontiguousarray(Y.T)
+    acts = np.asarray(acts)
+    step = max(_DIRECT_MIN_ROWS, _DIRECT_ENTRIES // max(m, 1))
+    parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+    for s0, X in chunks:
+        for a in range(0, X.shape[0], step):
+            Xc = X[a : a + step]
+            w = Xc.shape[0]
+            g = s0 + a
+            B = np.matmul(Xc, Yt[0])[None, :] if m == 1 else Yt @ Xc.T
+            Rc = None if Rt is None else Rt[:, g : g + w]
+            idx, keys, vals = rank_block(B, Yt, Xc, Rc, acts, min(k, w), key,
+                                         norms.over(g, g + w), rq, rmax, bias)
+            parts.append((keys, idx + g, vals))
+    if len(parts) == 1:
+        return parts[0]
+    keys, idx, vals = (np.concatenate(z, axis=1) for z in zip(*parts, strict=True))
+    order = np.lexsort((idx, -keys), axis=-1)[:, :k]  # by key, ties to the lower index
+    return tuple(np.take_along_axis(z, order, axis=1) for z in (keys, idx, vals))  # type: ignore[return-value]
 
 
 def scan_top_k(
@@ -346,6 +449,7 @@ def scan_top_k(
     n: int,
     threads: int = 1,
     rmax: float | None = None,
+    norms: RowNormBounds | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Fused GEMM + top-k of every query over the ``n`` cases of ``chunks``.
 
@@ -356,6 +460,8 @@ def scan_top_k(
     (:mod:`cbdt._threads`): a BLAS pool woken for each cache-sized block only fights the
     other threads for the cores. Returns ``(keys, indices, signed values)``, each (m, k):
     the keys and values of :func:`_psi`, the indices those of a stable sort of its keys.
+    ``norms``: the fit's bounds on the case rows' norms (else each sub-chunk's largest row
+    norm is measured on the way).
     """
     acts = np.asarray(acts)
     if acts.size > 1 and bool(np.any(acts[1:] < acts[:-1])):
@@ -364,7 +470,7 @@ def scan_top_k(
         # others, so the results, put back in the callers' order, are the same
         perm = np.argsort(acts, kind="stable")
         out = scan_top_k(chunks, Y[:, perm], None if bias is None else bias[perm], Rt,
-                          acts[perm], k, key, entries, n, threads, rmax)
+                          acts[perm], k, key, entries, n, threads, rmax, norms)
         inv = np.empty_like(perm)
         inv[perm] = np.arange(perm.size)
         return tuple(z[inv] for z in out)  # type: ignore[return-value]
@@ -378,11 +484,12 @@ def scan_top_k(
         cuts = np.linspace(0, m, threads + 1).round().astype(int)
         scans = [
             _TopKScan(Y[:, a:b], None if bias is None else bias[a:b], Rt, acts[a:b], k, key,
-                      entries, n, rmax)
+                      entries, n, rmax, norms)
             for a, b in zip(cuts[:-1], cuts[1:], strict=True)
         ]
     else:
-        scans = [_TopKScan(Y, bias, Rt, acts, k, key, entries, n, rmax) for _ in range(threads)]
+        scans = [_TopKScan(Y, bias, Rt, acts, k, key, entries, n, rmax, norms)
+                 for _ in range(threads)]
     pin = threads > 1 or m * n > entries  # several blocks: pin BLAS to one thread
     if pin:
         from ._threads import single_threaded_blas
@@ -450,10 +557,12 @@ class _TopKScan:
         entries: int,
         n: int,
         rmax: float = 1.0,
+        norms: RowNormBounds | None = None,
     ) -> None:
         h, m = Y.shape
         g = _GROUP
         self.k, self.key, self.bias, self.Rt = k, key, bias, Rt
+        self.norms = norms  # the fit's row-norm bounds (None: measured per sub-chunk)
         # exact top-k of the resolved candidates
         self.best_k = np.full((m, k), -np.inf)
         self.best_i = np.full((m, k), -1, dtype=np.intp)
@@ -522,7 +631,7 @@ class _TopKScan:
         rows, cols = rows[ok], cols[ok]
         keys, vals = self._exact(q0, rows, cols - s0, X, s0)
         old = self.best_i[q0:q1] >= 0
-        orow, ocol = np.nonzero(old)
+        orow = np.nonzero(old)[0]
         rows = np.concatenate((orow, rows))
         cols = np.concatenate((self.best_i[q0:q1][old], cols))
         keys = np.concatenate((self.best_k[q0:q1][old], keys))
@@ -633,7 +742,7 @@ class _TopKScan:
         g, k, Rt, bias = _GROUP, self.k, self.Rt, self.bias
         h = self.Yt.shape[1]
         w = Xs.shape[0]
-        xmax = max_row_norm(Xs)
+        xmax = max_row_norm(Xs) if self.norms is None else self.norms.over(gpos, gpos + w)
         Rs = None if Rt is None else Rt[:, gpos : gpos + w]
         rq = None if Rs is None else np.abs(Rs).max(axis=1)  # max |r| of each action here
         plan = self._shift32(xmax)

@@ -48,7 +48,7 @@ from typing import Any
 import numpy as np
 from scipy import linalg
 
-from ._blas import geqrf_r, trsm_right_upper
+from ._blas import geqrf_r, trsm_rows_upper
 from .exceptions import InputError
 
 __all__ = ["MemoryFactor", "factor_memory", "OMEGA_MAX", "SAMPLE_STRIDE", "SAMPLE_MIN_BLOCKS"]
@@ -87,6 +87,9 @@ class MemoryFactor:
         1, not ``t``) that the queries read; None for a memmap or dask ``Phi``.
     passes : float
         Reads of ``Phi``, in whole passes (a sampled first pass counts its fraction).
+    row_norms : ndarray or None
+        ``max ||s phi_i||`` over each block of :func:`block_rows` rows, recorded by the
+        second pass (None where it did not run over the rows here, e.g. on dask).
     """
 
     R: np.ndarray
@@ -98,6 +101,7 @@ class MemoryFactor:
     reason: str
     memory: np.ndarray | None
     passes: float
+    row_norms: np.ndarray | None = None
 
 
 def block_rows(Hp: int) -> int:
@@ -117,6 +121,7 @@ class _Source:
         self.n, self.H = Phi.shape
         self.Hp = self.H + int(intercept)
         self.filled = False  # memory holds [s Phi, 1] for the current scale
+        self.row_norms: np.ndarray | None = None  # per block, from pass 2 (_q_pass)
 
     def fill(self, a: int, e: int, out: np.ndarray, scale: float) -> np.ndarray:
         """Rows ``a..e`` of ``[s Phi, 1]`` written into ``out`` (e - a, H')."""
@@ -182,11 +187,17 @@ def _gram_pass(src: _Source, scale: float, threads: int, stride: int = 1) -> np.
     def work(lane: int, a: int, e: int, buf: np.ndarray) -> None:
         Xb = src.pass1(a, e, buf, scale, full)
         with np.errstate(over="ignore", invalid="ignore"):  # out of range: rescaled after
-            acc[lane] += Xb.T @ Xb  # numpy calls syrk for X^T X
+            acc[lane] += _syrk(Xb)
 
     _run_lanes(src.n, block_rows(Hp), threads, work, Hp, stride=stride)
     src.filled = src.memory is not None and full
     return _lane_sum(acc)
+
+
+def _syrk(X: np.ndarray) -> np.ndarray:
+    """``X^T X`` (numpy calls BLAS ``syrk`` for a product of an array with its own
+    transpose); one named kernel, so ``benchmarks/bench_fit.py`` can time it."""
+    return X.T @ X
 
 
 def _lane_sum(acc: np.ndarray) -> np.ndarray:
@@ -202,32 +213,49 @@ def _q_pass(
     """Pass 2: ``Y = X diag(1, t) R_1^-1`` block by block (a triangular solve in cache);
     returns ``(Y^T Y, Y^T R_ret)``.
 
-    Each block is solved as ``Y R_1 = X`` in a Fortran-ordered buffer ``[Y, R_b]`` (the
-    faster ``dtrsm`` variant, measured with OpenBLAS: about 20% at H = 256), and one
-    symmetric product of the buffer gives both sums.
+    Each block is written, row by row as it is stored, into a C-ordered buffer ``[X_b,
+    R_b]``; BLAS reads that buffer as the Fortran-ordered ``[X_b, R_b]^T``, so ``Y R_1 =
+    X`` is solved in place as ``R_1^T Y^T = X^T`` by one left-side ``dtrsm``
+    (:func:`cbdt._blas.trsm_rows_upper`: no transposing copy), and one symmetric product of
+    the buffer (``syrk``) gives both sums. On the way, while the block is in cache, the
+    largest norm of its rows of ``s Phi`` is recorded in ``src.row_norms`` (one entry per
+    block): the bounds the queries' exact ranking uses (:mod:`cbdt._ranking`), never
+    recomputed per query.
     """
     Hp, H = src.Hp, src.H
     A = Rret.shape[1]
     accG = np.zeros((_LANES, Hp, Hp))
     accC = np.zeros((_LANES, Hp, A))
     R1f = np.asfortranarray(R1)
+    rows = block_rows(Hp)
+    norms = np.zeros(-(-src.n // rows))
 
     def work(lane: int, a: int, e: int, buf: np.ndarray) -> None:
-        if e - a < buf.shape[0]:  # a short last block: a Fortran array of its own
-            buf = np.empty((e - a, Hp + A), order="F")
-        Wb = src.pass2(a, e, buf[:, :Hp], scale)  # Fortran-contiguous columns
+        B = buf[: e - a]  # C-contiguous: a full block, or the short last one
+        Wb = src.pass2(a, e, B[:, :Hp], scale)
+        ss = np.einsum("ch,ch->c", Wb[:, :H], Wb[:, :H])
+        top = float(ss.max()) if ss.size else 0.0
+        norms[a // rows] = (math.sqrt(top) if 2.0**-960 < top < 2.0**960
+                            else _max_row_norm(Wb[:, :H]))
         if src.intercept and const != 1.0:
             Wb[:, H] = const
-        trsm_right_upper(R1f, Wb)  # Y R_1 = X in place, the GIL released
-        buf[:, Hp:] = Rret[a:e]
-        S = buf.T @ buf  # [Y, R_b]^T [Y, R_b]: one symmetric product
+        trsm_rows_upper(R1f, Wb)  # Y R_1 = X in place, as R_1^T Y^T = X^T; GIL released
+        B[:, Hp:] = Rret[a:e]
+        S = _syrk(B)  # [Y, R_b]^T [Y, R_b]: one symmetric product
         accG[lane] += S[:Hp, :Hp]
         accC[lane] += S[:Hp, Hp:]
 
-    with np.errstate(over="ignore", invalid="ignore"):  # non-finite sums: checked after
-        _run_lanes(src.n, block_rows(Hp), threads, work, Hp + A, "F")
+    with np.errstate(over="ignore", invalid="ignore", under="ignore"):  # checked after
+        _run_lanes(src.n, rows, threads, work, Hp + A)
     src.filled = src.memory is not None
+    src.row_norms = norms
     return _lane_sum(accG), _lane_sum(accC)
+
+
+def _max_row_norm(X: np.ndarray) -> float:
+    from ._ranking import max_row_norm
+
+    return max_row_norm(X)
 
 
 # ---------------------------------------------------------------------- checks
@@ -278,11 +306,89 @@ def _needs_rescale(G: np.ndarray, H: int) -> bool:
 
 def constant_coordinate(norms: np.ndarray, one: float) -> float:
     """Power of two for the constant coordinate: its column norm ``one`` balanced against
-    the geometric mean of the feature columns' norms ``norms`` (zeros ignored)."""
+    the geometric mean of the feature columns' norms ``norms`` (zeros ignored). It leaves
+    the exact solve unchanged; the minimum-norm solve of a rank-deficient memory depends on
+    the coordinates and undoes it (:func:`min_norm_svd`)."""
     ok = norms > 0
     if not ok.any() or one == 0:
         return 1.0
     return float(2.0 ** np.round(float(np.mean(np.log2(norms[ok]))) - np.log2(one)))
+
+
+def min_norm_svd(
+    Rf: np.ndarray, rank: int, unbalance: float, tol: float
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The minimum-norm solve of a rank-deficient memory in the user's coordinates, from the
+    SVD of the triangular factor ``Rf`` of the balanced ``X_s = [s Phi, t 1]`` (or of that
+    matrix over ridge rows, which are zero in the constant column).
+
+    Balancing the constant column (:func:`constant_coordinate`) leaves :math:`\\alpha`
+    unchanged at full column rank, but a minimum-norm least-squares solution depends on the
+    coordinates. The one wanted is that of ``X_u = [s Phi, s 1]`` (a power of two times the
+    user's ``[Phi, 1]``): :math:`\\alpha = \\Phi G^{+}\\varphi(x)`, the minimum-norm
+    least-squares solution of :math:`[\\Phi, 1]^\\top\\beta = [\\varphi(x); 1]`, which
+    ``np.linalg.lstsq`` computes. With ``X_s = X_u D``, ``D = diag(1, .., 1, 1/w)``, ``w =
+    unbalance = s / t``, and the rank-``k`` SVD ``Rf = U_k S_k W_k^T`` (rank and subspaces
+    decided in the balanced coordinates, where they are accurate), ``X_u^T = D^-1 W_k S_k
+    V_k^T`` is a full-rank factorisation, so
+
+    .. math:: \\alpha = V_k S_k^{-1} x, \\qquad
+              x = \\arg\\min_x \\lVert D^{-1}(W_k x - b_s)\\rVert
+
+    (``b_s = [s phi; t]``, the query in the fit's coordinates): a least-squares problem
+    whose last row alone is weighted by ``w``. As ``W_k`` has orthonormal columns its
+    solution is a rank-one correction of the balanced one, in closed form and without
+    cancellation: with ``a = W_k[H]``, the null vectors ``W_0`` (the other right singular
+    vectors), ``u = W_0 W_0[H]^T`` (the constant coordinate's component in the null space) and
+    ``gamma = (w^2 - 1) / (w^2 |a|^2 + u_H)``, ``x = W_r^T b_s`` with ``W_r = W_k + gamma
+    u a^T`` (evaluated so that nothing cancels as ``w`` grows or shrinks). Then ``z = W_k
+    S_k^-2 W_r^T b_s`` (:math:`\\alpha = X_s z`) and the readout is ``W_r S_k^-1 U_k^T C``
+    (in the fit's coordinates; Prop. 1 holds between the two).
+
+    Where the null space does not involve the constant coordinate (dead units, duplicated
+    units: ``u = 0``) both coordinates give the same solution, and ``W_r = W_k`` is the
+    balanced one, as accurate as the balanced factor. ``u_H^(1/2)`` at most ``tol /
+    s_k`` (``tol`` the rank tolerance of the singular values, ``s_k`` the smallest one
+    kept: the accuracy of the computed null space) counts as zero. Otherwise the
+    correction is the user-coordinate answer of the balanced rank-``k`` problem; no
+    normal equations, no inverse formed.
+
+    Returns
+    -------
+    U_k, s_k, W_k, W_r : ndarray
+        ``(H', k)``, ``(k,)``, ``(H', k)``, ``(H', k)`` (``W_r is W_k`` when uncorrected).
+    """
+    U, sv, Wt = linalg.svd(Rf, check_finite=False)
+    k = rank
+    Uk, sk = U[:, :k], sv[:k]
+    Wk = np.array(Wt[:k].T)
+    if unbalance == 1.0 or k >= Rf.shape[1] or k == 0:
+        return Uk, sk, Wk, Wk
+    a = Wk[-1]  # the constant coordinate in the kept right singular vectors
+    a0 = Wt[k:, -1]  # ... and in the null vectors
+    d2 = float(a0 @ a0)
+    if math.sqrt(d2) <= tol / float(sk[-1]):  # below what the rank decision resolves
+        return Uk, sk, Wk, Wk
+    u = Wt[k:].T @ a0  # the constant coordinate's projection on the null space
+    a2 = float(a @ a)
+    w = float(unbalance)
+    if w >= 1.0:
+        # rows < H: W_k (I - gamma a a^T) = W_k Z Z^T - c u a^T, with Z an orthonormal basis
+        # of a's complement in R^k and c = 1/|a|^2 - gamma = w^-2 / (|a|^2 den): the part
+        # along a, which tends to 0 as w grows, is formed without cancellation
+        den = a2 + d2 * w**-2
+        Z = np.linalg.qr(a[:, None], mode="complete")[0][:, 1:]
+        Wr = (Wk @ Z) @ Z.T - (w**-2 / (a2 * den)) * np.outer(u, a)
+        last = 1.0 / den
+    else:
+        # rows < H: W_k + gamma u a^T, gamma = (w^2 - 1) / (w^2 |a|^2 + u_H)
+        den = w * w * a2 + d2
+        Wr = Wk + ((w * w - 1.0) / den) * np.outer(u, a)
+        last = w * w / den
+    # the last row, a (1 + gamma u_H) = a w^2 / (w^2 |a|^2 + u_H), without the cancellation
+    # of 1 + gamma u_H (w << 1: the constant coordinate's weight tends to 0)
+    Wr[-1] = a * last
+    return Uk, sk, Wk, Wr
 
 
 # ---------------------------------------------------------------------- the factorisation
@@ -385,7 +491,8 @@ def factor_memory(
     if method:
         if memory is not None:
             memory.setflags(write=False)
-        return MemoryFactor(R, C, scale, const, method, omega, "", memory, reads)
+        return MemoryFactor(R, C, scale, const, method, omega, "", memory, reads,
+                            None if src is None else src.row_norms)
     # the guarded fallback: Householder TSQR of [s Phi, t 1, R_ret], read from the fit's
     # copy where it is filled (already scaled), else from Phi
     use_memory = src is not None and src.filled
@@ -397,7 +504,8 @@ def factor_memory(
             _gram(Phi, src, intercept, scale, threads, 1)
         memory.setflags(write=False)
     return MemoryFactor(np.ascontiguousarray(T[:Hp, :Hp]), np.ascontiguousarray(T[:Hp, Hp:]),
-                        scale, const, "householder_tsqr", omega, reason, memory, reads)
+                        scale, const, "householder_tsqr", omega, reason, memory, reads,
+                        None if src is None else src.row_norms)
 
 
 def _loss(G2: np.ndarray) -> float:

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from scipy import linalg
 from threadpoolctl import threadpool_limits
 
-from cbdt._blas import geqrf_r, trsm_right_upper
+from cbdt._blas import geqrf_r, trsm_right_upper, trsm_rows_upper
 
 
 def _upper(k: int, rng: np.random.Generator) -> np.ndarray:
@@ -32,6 +32,39 @@ def test_trsm_is_scipys_dtrsm_bit_for_bit(m: int, k: int, seed: int) -> None:
     assert out is got  # in place
     assert np.array_equal(got, want)
     assert np.abs(got @ R - B).max() <= 1e-10 * max(1.0, np.abs(B).max())
+
+
+@settings(max_examples=30, deadline=None)
+@given(m=st.integers(1, 300), k=st.integers(1, 70), extra=st.integers(0, 5),
+       seed=st.integers(0, 2**32 - 1))
+def test_trsm_rows_is_scipys_left_dtrsm_bit_for_bit(m: int, k: int, extra: int,
+                                                     seed: int) -> None:
+    """``Y R = X`` for the rows of a C-ordered block (the first k columns of a buffer
+    ``extra`` columns wider): the left-side, transposed ``dtrsm`` on ``X^T``, bit for bit
+    scipy's wrapper, the other columns untouched, and ``Y R = X`` to rounding."""
+    rng = np.random.default_rng(seed)
+    R = _upper(k, rng)
+    X = rng.normal(size=(m, k))
+    want = linalg.blas.dtrsm(1.0, R, np.asfortranarray(X.T), side=0, lower=0, trans_a=1).T
+    buf = rng.normal(size=(m, k + extra))
+    rest = buf[:, k:].copy()
+    buf[:, :k] = X
+    out = trsm_rows_upper(R, buf[:, :k])
+    assert np.shares_memory(out, buf)  # in place
+    assert np.array_equal(buf[:, :k], want)
+    assert np.array_equal(buf[:, k:], rest)
+    assert np.abs(buf[:, :k] @ R - X).max() <= 1e-10 * max(1.0, np.abs(X).max())
+
+
+def test_trsm_rows_layout_errors_are_named() -> None:
+    rng = np.random.default_rng(0)
+    R = _upper(4, rng)
+    with pytest.raises(ValueError, match="contiguous rows"):
+        trsm_rows_upper(R, np.asfortranarray(rng.normal(size=(5, 4))))
+    with pytest.raises(ValueError, match=r"expected \(4, 4\)"):
+        trsm_rows_upper(_upper(3, rng), rng.normal(size=(5, 4)))
+    with pytest.raises(ValueError, match="R must be"):
+        trsm_rows_upper(np.ascontiguousarray(R + np.tril(R.T, -1)), rng.normal(size=(5, 4)))
 
 
 @settings(max_examples=30, deadline=None)

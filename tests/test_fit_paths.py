@@ -192,6 +192,33 @@ def test_memmap_float32_memmap_and_dask_match_the_in_memory_fit(tmp_path, interc
         assert _rel(dk.coefficients(Q), a_ref) <= 1e-10
 
 
+@pytest.mark.parametrize("log_cond", [2, 5, 7, 9])
+@pytest.mark.parametrize("intercept", [False, True])
+def test_memmap_and_dask_agree_with_the_in_memory_fit_within_eps_cond(tmp_path, log_cond,
+                                                                      intercept):
+    """The agreement the README states (issue 31, 4): each path is within 10 eps cond of the
+    exact coefficients, so two paths differ by at most 20 eps cond (cond of the factored
+    matrix, [Phi, 1] with an intercept), whatever digits that leaves; not bitwise."""
+    n, H = 2000, 12
+    Phi = with_condition(0, n, H, 10.0**log_cond)
+    rng = np.random.default_rng(1)
+    R, Q = rng.normal(size=(n, 2)), rng.normal(size=(6, H))
+    X = np.hstack([Phi, np.ones((n, 1))]) if intercept else Phi
+    bound = 20 * EPS * float(np.linalg.cond(X))
+    kw = dict(intercept=intercept, max_condition=1e300)
+    a_ref = CaseInfluence(**kw).fit(Phi, R).coefficients(Q)
+    mm = CaseInfluence(**kw).fit(_memmap(tmp_path / "phi.bin", Phi, np.float64), R)
+    assert mm._kind == "memmap"
+    assert _rel(mm.coefficients(Q), a_ref) <= bound
+    da = pytest.importorskip("dask.array")
+    import dask
+
+    with dask.config.set(scheduler="synchronous"):
+        dk = CaseInfluence(**kw).fit(da.from_array(Phi, chunks=(700, H)), R)
+        assert dk._kind == "dask"
+        assert _rel(dk.coefficients(Q), a_ref) <= bound
+
+
 # ------------------------------------------------------------ 4. threads
 def test_in_memory_fit_does_not_depend_on_the_number_of_threads(monkeypatch):
     rng = np.random.default_rng(4)

@@ -459,10 +459,13 @@ def fit_notes(fit: pd.DataFrame) -> list[str]:
     out = []
     mem = fit[fit["case"] == "in memory"]
     if len(mem):
-        parts = [f"{r.ratio:.1f}x at $H = {_int(r.H)}$ ({r.fit_s:.2f} s against "
-                 f"{r.floor_s:.2f} s)" for r in mem.itertuples()]
+        one_n = mem["n"].nunique() == 1  # else each width names its n
+        parts = [f"{r.ratio:.1f}x at $H = {_int(r.H)}$"
+                 + ("" if one_n else f", $n = {_int(r.n)}$")
+                 + f" ({r.fit_s:.2f} s against {r.floor_s:.2f} s)" for r in mem.itertuples()]
         out.append(
-            f"In memory at $n = {_sci(float(mem['n'].iloc[0]), 0)}$ the fit takes "
+            (f"In memory at $n = {_sci(float(mem['n'].iloc[0]), 0)}$ the fit takes "
+             if one_n else "In memory the fit takes ")
             + "; ".join(parts)
             + " of numpy's Gram product $\\Phi^\\top\\Phi$ of the same matrix."
         )

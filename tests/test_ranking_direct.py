@@ -1,0 +1,180 @@
+"""The direct path of ``top_cases``/``explain`` for one query or a few (issue 31, item 2): a
+GEMV or small GEMM per block of cases, ranked exactly per block and merged
+(:func:`cbdt._ranking.rank_direct`), at every n, with the row-norm bounds of the fit.
+
+Its results are those of the path it replaced above ``_SCAN_ENTRIES`` (2^19) entries, the
+fused float32 scan (:func:`cbdt._ranking.scan_top_k`, forced here as it ran before, without
+the fit's bounds): the same case indices, on both sides of the old boundary, for every key,
+weight, action mix and storage (in memory, a dual matrix, float64 and float32 memmaps, a
+constant term). Only integers are compared exactly; values with the rounding bound of
+``tests/_tolerance.py``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from _tolerance import assert_rounding_equal
+
+from cbdt import CaseInfluence, _ranking
+from cbdt._ranking import RowNormBounds, block_max_row_norms, scan_top_k
+
+BOUNDARY = CaseInfluence._SCAN_ENTRIES  # 2^19 entries (queries x cases)
+
+
+def old_path(ci: CaseInfluence, Q: np.ndarray, acts: np.ndarray, k: int, key: str,
+             weight: str) -> tuple[np.ndarray, np.ndarray]:
+    """(indices, values) of the fused scan as it ran before (row norms measured per
+    sub-chunk, no fit-time bounds), queries sorted by action as ``_rank`` does."""
+    perm = np.argsort(acts, kind="stable")
+    Y, bias = ci._query_side(Q[perm])
+    Rt = ci._returns_t if weight == "psi" else None
+    keys, idx, vals = scan_top_k(ci._chunks(), Y, bias, Rt, acts[perm], k, key,
+                                 ci._SCAN_ENTRIES, ci.n_cases_, 1, ci._returns_absmax)
+    inv = np.empty_like(perm)
+    inv[perm] = np.arange(perm.size)
+    return idx[inv], vals[inv]
+
+
+def fitted(n: int, H: int, seed: int, **kw) -> tuple[CaseInfluence, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    Phi = np.tanh(rng.normal(size=(n, H)))
+    R = rng.normal(size=(n, 3))
+    Q = np.tanh(rng.normal(size=(16, H)))
+    return CaseInfluence(**kw).fit(Phi, R), Q
+
+
+@pytest.mark.parametrize("m", [1, 2, 16])
+@pytest.mark.parametrize("side", [-1, 0, 1])
+def test_direct_equals_the_old_path_across_the_boundary(m: int, side: int) -> None:
+    """n with m n just below, at and just above 2^19: the indices of the direct path are
+    those of the path each size took before (the one-block path below, the scan above)."""
+    n = BOUNDARY // m + side
+    ci, Q = fitted(n, 4, seed=m + 3 * side + 7)
+    rng = np.random.default_rng(m)
+    acts = rng.integers(0, 3, size=m)
+    for key in ("abs", "positive", "negative"):
+        for weight in ("psi", "alpha"):
+            idx, _, vals = ci._rank(Q[:m], acts, 10, key, weight, "queries")
+            want_i, want_v = old_path(ci, Q[:m], acts, 10, key, weight)
+            assert np.array_equal(idx, want_i), (key, weight)
+            assert_rounding_equal(vals, want_v, ulps=16)
+
+
+@pytest.mark.parametrize("intercept", [False, True])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_memmap_direct_equals_the_old_path(tmp_path, intercept: bool, dtype: type) -> None:
+    """A memmap (the constant term separate, a float32 file converted chunk by chunk):
+    one query and 16 over several chunks of the memmap, the same indices as the scan."""
+    rng = np.random.default_rng(5)
+    n, H = 150_000, 6
+    Phi = np.tanh(rng.normal(size=(n, H))).astype(dtype)
+    path = tmp_path / "phi.npy"
+    np.save(path, Phi)
+    mm = np.load(path, mmap_mode="r")
+    R = rng.normal(size=(n, 3))
+    ci = CaseInfluence(intercept=intercept, chunk_size=40_000).fit(mm, R)
+    Q = np.tanh(rng.normal(size=(16, H)))
+    for m in (1, 16):
+        acts = rng.integers(0, 3, size=m)
+        for key in ("abs", "negative"):
+            idx, _, _ = ci._rank(Q[:m], acts, 7, key, "psi", "queries")
+            want, _ = old_path(ci, Q[:m], acts, 7, key, "psi")
+            assert np.array_equal(idx, want), (m, key)
+
+
+@pytest.mark.parametrize("m", [1, 3, 16])
+def test_ties_across_blocks_go_to_the_lower_index(monkeypatch, m: int) -> None:
+    """Duplicated case rows give exactly tied contributions; with blocks of a few hundred
+    cases (so the ties sit in different blocks) the merge keeps the lower case index, as a
+    stable sort does and as the scan does."""
+    monkeypatch.setattr(_ranking, "_DIRECT_ENTRIES", 512)
+    monkeypatch.setattr(_ranking, "_DIRECT_MIN_ROWS", 300)
+    rng = np.random.default_rng(11)
+    base = np.tanh(rng.normal(size=(400, 5)))
+    Phi = np.vstack([base, base[::-1], base])  # every row three times, far apart
+    R = np.tile(rng.normal(size=(400, 2)), (3, 1))
+    R[400:800] = R[:400][::-1]
+    ci = CaseInfluence().fit(Phi, R)
+    Q = np.tanh(rng.normal(size=(m, 5)))
+    acts = rng.integers(0, 2, size=m)
+    for key in ("abs", "positive"):
+        idx, _, _ = ci._rank(Q, acts, 9, key, "psi", "queries")
+        want, _ = old_path(ci, Q, acts, 9, key, "psi")
+        assert np.array_equal(idx, want)
+        psi = np.stack([ci.contributions(q, a) for q, a in zip(Q, acts, strict=True)])
+        keyv = np.abs(psi) if key == "abs" else psi
+        stable = np.argsort(-keyv, axis=1, kind="stable")[:, :9]
+        # the chosen cases have the stable sort's keys (ties may only reorder equal keys)
+        assert_rounding_equal(np.take_along_axis(keyv, idx, axis=1),
+                              np.take_along_axis(keyv, stable, axis=1), ulps=16)
+
+
+def test_small_blocks_and_k_larger_than_a_block(monkeypatch) -> None:
+    """Blocks smaller than k (the last one a few cases): every block lists what it has and
+    the merge is still the old path's top-k."""
+    monkeypatch.setattr(_ranking, "_DIRECT_ENTRIES", 64)
+    monkeypatch.setattr(_ranking, "_DIRECT_MIN_ROWS", 7)
+    ci, Q = fitted(1_003, 5, seed=2, intercept=True)
+    acts = np.zeros(4, dtype=int)
+    idx, _, _ = ci._rank(Q[:4], acts, 25, "abs", "psi", "queries")
+    want, _ = old_path(ci, Q[:4], acts, 25, "abs", "psi")
+    assert np.array_equal(idx, want)
+
+
+def test_row_norm_bounds_come_from_the_fit_not_the_query(monkeypatch, tmp_path) -> None:
+    """The bounds are computed once, by the fit (or the load), bound every case row's norm,
+    and no query measures row norms again."""
+    rng = np.random.default_rng(3)
+    n, H = 9_000, 7
+    Phi = rng.normal(size=(n, H)) * np.exp(rng.normal(size=(n, 1)))
+    R = rng.normal(size=(n, 2))
+    path = tmp_path / "phi.npy"
+    np.save(path, Phi)
+    fits = {
+        "array": CaseInfluence(intercept=True).fit(Phi, R),
+        "memmap": CaseInfluence(intercept=True).fit(np.load(path, mmap_mode="r"), R),
+        "householder": CaseInfluence(factorization="householder_tsqr").fit(Phi, R),
+    }
+    save = tmp_path / "ci.npz"
+    fits["array"].save(save)
+    fits["loaded"] = CaseInfluence.load(save)
+
+    def refuse(*a, **k):
+        raise AssertionError("a query measured row norms")
+
+    for name, ci in fits.items():
+        nb = ci._norms
+        assert isinstance(nb, RowNormBounds), name
+        for s0, X in ci._chunks():
+            norms = np.linalg.norm(np.asarray(X, dtype=np.float64), axis=1)
+            blocks = (s0 + np.arange(X.shape[0])) // nb.rows
+            assert np.all(norms <= nb.maxima[blocks] * (1 + 1e-12)), name
+            # tight: each block's bound is its largest row norm, to rounding
+            top = np.zeros(nb.maxima.size)
+            np.maximum.at(top, blocks, norms)
+            assert_rounding_equal(nb.maxima[np.unique(blocks)], top[np.unique(blocks)],
+                                  ulps=4 * H)
+    monkeypatch.setattr(_ranking, "max_row_norm", refuse)
+    monkeypatch.setattr(_ranking, "block_max_row_norms", refuse)
+    Q = rng.normal(size=(40, H))
+    for ci in fits.values():
+        ci.top_cases(Q[0], 0, k=5)
+        ci.top_cases(Q[:16], 0, k=5)
+        ci.top_cases(Q, 0, k=5)  # the scan, with the fit's bounds
+
+
+def test_block_max_row_norms_out_of_range() -> None:
+    """Rows whose squares overflow or underflow float64 are measured by the rescaled
+    max_row_norm; ordinary blocks by their largest sum of squares."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(1000, 3))
+    X[:100] *= 1e200
+    X[100:200] *= 1e-200
+    got = block_max_row_norms(X, 100, slab=300)
+    want = np.array([np.linalg.norm(X[a : a + 100] / np.abs(X[a : a + 100]).max(), axis=1).max()
+                     * np.abs(X[a : a + 100]).max() for a in range(0, 1000, 100)])
+    assert_rounding_equal(got, want, ulps=8)
+    nb = RowNormBounds(100, got)
+    assert nb.over(150, 420) == got[1:5].max()
+    assert nb.over(5, 5) == 0.0
