@@ -29,6 +29,7 @@ import functools
 import http.server
 import pathlib
 import re
+import shutil
 import subprocess
 import sys
 import threading
@@ -309,6 +310,13 @@ def main(argv: list[str] | None = None) -> int:
     pages = count_pages(pdf)
     print(f"PDF written: {pdf} ({pages} pages, {size:.1f} MiB; {info['formulas']} formulas typeset; "
           f"printed in {info['seconds']:.0f} s, {time.perf_counter() - t0:.0f} s in all)")
+    # the intro page links downloads/cbdt-book.pdf (book/_ext/downloads.py copies it there on
+    # every later build); an HTML book built before it gets it now
+    html_book = ROOT / "_build" / "html"
+    if out == (ROOT / "_build" / "pdf").resolve() and (html_book / "index.html").exists():
+        (html_book / "downloads").mkdir(exist_ok=True)
+        shutil.copyfile(pdf, html_book / "downloads" / PDF_NAME)
+        print(f"PDF linked from the book: {html_book / 'downloads' / PDF_NAME}")
     return 0
 
 

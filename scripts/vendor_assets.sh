@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Fetch the browser assets the book needs so that the HTML works offline:
 #   MathJax 3.2.2 (CommonHTML output, no speech-rule engine), require.js 2.3.8 and the
-#   Jupyter widget manager @jupyter-widgets/html-manager 1.0.6 (embed-amd.js + its fonts).
+#   Jupyter widget manager @jupyter-widgets/html-manager 1.0.6 (embed-amd.js + its fonts);
+#   and, for the browser test only, axe-core 4.14.1 (axe.min.js, the WCAG checker that
+#   tests/test_browser.py injects into every page; never loaded by the book's pages).
 #
 # usage: bash scripts/vendor_assets.sh [DEST]      (DEST defaults to _vendor)
 #
@@ -12,6 +14,8 @@
 #   DEST/widgets/require.js
 #   DEST/widgets/embed-amd.js (+ the font files it loads relative to itself)
 #   DEST/widgets/cdn/         local stand-in for data-jupyter-widgets-cdn (see below)
+#   DEST/axe/axe.min.js       + LICENSE, LICENSE-3RD-PARTY.txt and VERSION (axe-core, MPL-2.0);
+#                             excluded from _build/html/_static by exclude_patterns (_config.yml)
 #   DEST/.complete            written last; its presence means the folder is usable
 #
 # About the widget "CDN": embed-amd.js bundles @jupyter-widgets/base, /controls and /output
@@ -31,23 +35,25 @@ DEST="${1:-_vendor}"
 MATHJAX="mathjax@3.2.2"
 REQUIREJS="requirejs@2.3.8"
 HTMLMANAGER="@jupyter-widgets/html-manager@1.0.6"
+AXE="axe-core@4.14.1"
 # sha256 of the npm tarballs (npm pack output names)
 declare -A SHA256=(
   [mathjax-3.2.2.tgz]=1b9c0a1c44df864e915690558e72adb9cc5203360daefd385084ced3b6c64c09
   [requirejs-2.3.8.tgz]=777158e89275e16bd51aec3ef714fbcb5dc45789e7078659933bc814916d7dec
   [jupyter-widgets-html-manager-1.0.6.tgz]=6c198ceb99ba7e7526990a1de16e8147ad7d3a714e3fb06741183623c04b5f6e
+  [axe-core-4.14.1.tgz]=e6b0ce02b84d892e2e33e403485e7f3d6c29e2be6df65daf44d89ba564139745
 )
 die() { echo "vendor_assets.sh: ERROR: $*" >&2; exit 1; }
 
 command -v sha256sum >/dev/null 2>&1 || die "sha256sum is not installed."
 # the stamp records the pins and this script's own hash: editing the script re-vendors
-STAMP="$MATHJAX $REQUIREJS $HTMLMANAGER script:$(sha256sum "${BASH_SOURCE[0]}" | cut -c1-16)"
+STAMP="$MATHJAX $REQUIREJS $HTMLMANAGER $AXE script:$(sha256sum "${BASH_SOURCE[0]}" | cut -c1-16)"
 
 case "$DEST" in
   ""|"."|".."|"/"|"$HOME"|"$HOME/") die "refusing to use '$DEST' as the destination folder." ;;
 esac
 if [[ -d "$DEST" && -n "$(ls -A "$DEST")" && ! -f "$DEST/.complete" \
-      && ! -d "$DEST/mathjax" && ! -d "$DEST/widgets" ]]; then
+      && ! -d "$DEST/mathjax" && ! -d "$DEST/widgets" && ! -d "$DEST/axe" ]]; then
   die "$DEST exists, is not empty and was not written by this script; refusing to replace it."
 fi
 
@@ -56,14 +62,14 @@ if [[ -f "$DEST/.complete" ]] && [[ "$(cat "$DEST/.complete")" == "$STAMP" ]]; t
   exit 0
 fi
 
-command -v npm >/dev/null 2>&1 || die "npm is not installed (needed to fetch $MATHJAX, $REQUIREJS and $HTMLMANAGER from the npm registry)."
+command -v npm >/dev/null 2>&1 || die "npm is not installed (needed to fetch $MATHJAX, $REQUIREJS, $HTMLMANAGER and $AXE from the npm registry)."
 command -v tar >/dev/null 2>&1 || die "tar is not installed."
 
 TMP="$(mktemp -d)"
 trap 'rm -rf "$TMP"' EXIT
 
-echo "vendor_assets.sh: fetching $MATHJAX $REQUIREJS $HTMLMANAGER from the npm registry ..."
-( cd "$TMP" && npm pack --loglevel=error "$MATHJAX" "$REQUIREJS" "$HTMLMANAGER" >/dev/null ) \
+echo "vendor_assets.sh: fetching $MATHJAX $REQUIREJS $HTMLMANAGER $AXE from the npm registry ..."
+( cd "$TMP" && npm pack --loglevel=error "$MATHJAX" "$REQUIREJS" "$HTMLMANAGER" "$AXE" >/dev/null ) \
   || die "npm pack failed (is the npm registry reachable?)."
 
 for tgz in "${!SHA256[@]}"; do
@@ -107,9 +113,16 @@ done
 echo "This folder stands in for the widget CDN; see scripts/vendor_assets.sh." \
   > "$STAGE/widgets/cdn/README.txt"
 
+# --- axe-core: the accessibility engine of the browser test (tests/test_browser.py) ---
+AX="$TMP/x/axe-core-4.14.1/package"
+mkdir -p "$STAGE/axe"
+cp "$AX/axe.min.js" "$AX/LICENSE" "$AX/LICENSE-3RD-PARTY.txt" "$STAGE/axe/"
+echo "${AXE#axe-core@}" > "$STAGE/axe/VERSION"
+
 # sanity checks
 for f in mathjax/tex-mml-chtml.js mathjax/output/chtml/fonts/woff-v2/MathJax_Main-Regular.woff \
-         mathjax/input/tex/extensions/ams.js widgets/require.js widgets/embed-amd.js; do
+         mathjax/input/tex/extensions/ams.js widgets/require.js widgets/embed-amd.js \
+         axe/axe.min.js axe/LICENSE; do
   [[ -s "$STAGE/$f" ]] || die "missing $f after extraction."
 done
 

@@ -20,6 +20,12 @@ article column and no image shown at less than 1/1.5 of its natural width. The l
 the per-page maxima; the pages that still break them are listed, with their measured values, in
 ``TABLE_WIDTH_ALLOWED`` and ``IMAGE_SCALE_ALLOWED``.
 
+Accessibility, phones and weight (issue 32, the section at the end): axe-core's WCAG 2.0/2.1 A
+and AA rules report no violation on any page of either edition in the light or the dark theme,
+no page transfers more than 3 MB or loads widget JavaScript without a widget view, no page is
+wider than a 390 px phone screen (explorer controls and claims' status columns on screen), and
+no image has a file name for its alt text.
+
 Run: ``make browser`` (builds the book strictly first), or
 ``pytest tests/test_browser.py -m browser``. Set ``CBDT_BOOK_HTML`` to test another build
 folder, and ``CBDT_SCREENSHOTS=DIR`` to save a full-page PNG of every page.
@@ -33,6 +39,8 @@ import os
 import re
 import sys
 from collections.abc import Iterator
+from contextlib import ExitStack
+from html.parser import HTMLParser
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -178,9 +186,12 @@ _RAW_MATH_JS = r"""
 }
 """
 
+# images with loading="lazy" (the explorers' frames, book/_ext/a11y.py) are loaded eagerly here,
+# so that every image of the page, shown or not, is checked
 _IMAGES_JS = """
 async () => {
   const imgs = Array.from(document.images);
+  imgs.forEach(i => { if (i.loading === 'lazy') i.loading = 'eager'; });
   await Promise.all(imgs.map(i => i.complete ? null : new Promise(r => {
     i.addEventListener('load', r); i.addEventListener('error', r);
   })));
@@ -707,3 +718,260 @@ def test_explorer_switches_frames_without_a_kernel(browser, base_url: str, docna
     finally:
         context.close()
     assert not page_errors, f"{docname}: uncaught page errors: {page_errors}"
+
+
+# ----------------------------------------------------------------------------- accessibility,
+# phones and weight (issue 32)
+#
+# Every page of both editions (instructor: _build/html; student: _build/student/html, written by
+# `make student-test` or `make student`, skipped when absent), plus the generated index and the
+# search page, is loaded once at 1280x900 and checked:
+#
+# - axe-core (vendored by scripts/vendor_assets.sh into _vendor/axe, injected from disk: nothing
+#   is fetched) with the WCAG 2.0/2.1 A and AA rules reports no violation, in the light and in
+#   the dark theme (the theme is switched in the loaded page, as the colour-mode button does);
+# - the page transfers at most MAX_PAGE_BYTES, and loads no widget JavaScript (require.js, the
+#   widget manager) unless it renders a widget view;
+#
+# then at 390x844 (a phone): the page is no wider than the viewport, every explorer control lies
+# inside the screen, and the status of every row of a claims table (claim | paper | book | status)
+# is on screen, not cut off by the table's scroll box.
+
+AXE_JS = REPO / "_vendor" / "axe" / "axe.min.js"
+AXE_TAGS = ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa"]
+PHONE = {"width": 390, "height": 844}
+MAX_PAGE_BYTES = 3_000_000
+STUDENT_HTML = Path(
+    os.environ.get("CBDT_STUDENT_HTML", REPO / "_build" / "student" / "html")
+).resolve()
+EDITIONS = {"instructor": HTML, "student": STUDENT_HTML}
+A11Y_PAGES = [*PAGES, INDEX_PAGE, "search"]
+WIDGET_SCRIPTS = ("widgets/embed-amd.js", "widgets/require.js")
+
+_AXE_RUN_JS = """
+async (tags) => {
+  const r = await axe.run(document, {runOnly: {type: 'tag', values: tags},
+                                     resultTypes: ['violations']});
+  return r.violations.map(v => ({id: v.id, impact: v.impact, help: v.help,
+    nodes: v.nodes.map(n => n.target.join(' ') + ' (' +
+      n.failureSummary.replace(/\\s+/g, ' ').slice(0, 200) + ')')}));
+}
+"""
+
+_SET_THEME_JS = """
+(mode) => {
+  try { localStorage.setItem('mode', mode); localStorage.setItem('theme', mode); } catch (e) {}
+  document.documentElement.dataset.mode = mode;
+  document.documentElement.dataset.theme = mode;
+  return getComputedStyle(document.body).backgroundColor;
+}
+"""
+
+_PHONE_JS = r"""
+() => {
+  const W = document.documentElement.clientWidth;
+  const widest = Math.max(document.documentElement.scrollWidth, document.body.scrollWidth);
+  // what sticks out: visible elements right of the viewport outside any scroll box
+  const wide = [];
+  if (widest > W + 1) {
+    for (const e of document.querySelectorAll('.bd-article *')) {
+      const r = e.getBoundingClientRect();
+      if (r.width === 0 || r.right <= W + 1) continue;
+      let p = e.parentElement, scrolls = false;
+      for (; p && p !== document.body; p = p.parentElement) {
+        if (['auto', 'scroll', 'hidden'].includes(getComputedStyle(p).overflowX)) {
+          scrolls = true; break;
+        }
+      }
+      if (!scrolls) wide.push(`<${e.tagName.toLowerCase()} class="${e.className}"> ` +
+        `${(e.textContent || '').trim().slice(0, 50)} (right ${Math.round(r.right)} px)`);
+      if (wide.length >= 5) break;
+    }
+  }
+  const controls = Array.from(document.querySelectorAll('[data-cbdt-control]')).map(c => {
+    const r = c.getBoundingClientRect();
+    return {id: c.id, left: r.left, right: r.right, w: r.width};
+  });
+  // claims tables: header ends with claim | paper | book | status
+  const clipped = [];
+  let claims = 0;
+  for (const t of document.querySelectorAll('.bd-article table')) {
+    const head = Array.from(t.querySelectorAll('thead th')).map(h => h.textContent.trim());
+    if (head.slice(-4).join('|') !== 'claim|paper|book|status') continue;
+    if (t.closest('details:not([open])')) continue;
+    claims += 1;
+    let box = null;
+    for (let p = t.parentElement; p && p !== document.body; p = p.parentElement) {
+      if (['auto', 'scroll', 'hidden'].includes(getComputedStyle(p).overflowX)) { box = p; break; }
+    }
+    const b = box ? box.getBoundingClientRect() : {left: 0, right: W};
+    for (const row of t.querySelectorAll('tbody tr')) {
+      const cell = row.lastElementChild;
+      const r = cell.getBoundingClientRect();
+      if (r.left < Math.max(0, b.left) - 1 || r.right > Math.min(W, b.right) + 1 || r.width === 0) {
+        clipped.push(`${cell.textContent.trim().slice(0, 30)} at ${Math.round(r.left)}-` +
+                     `${Math.round(r.right)} px (box ${Math.round(b.left)}-${Math.round(b.right)})`);
+      }
+    }
+  }
+  return {W, widest, wide, controls, claims, clipped};
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def edition_urls() -> Iterator[dict[str, str]]:
+    """Each built edition served on 127.0.0.1 (an absent student build is left out)."""
+    sys.path.insert(0, str(ROOT / "scripts"))
+    try:
+        from print_pdf import serve_folder
+    finally:
+        sys.path.remove(str(ROOT / "scripts"))
+    with ExitStack() as stack:
+        yield {
+            name: stack.enter_context(serve_folder(folder))
+            for name, folder in EDITIONS.items()
+            if (folder / "index.html").exists()
+        }
+
+
+def _audit_page(browser, url: str, docname: str) -> dict:
+    """Load a page once: axe in both themes, bytes and scripts at 1280 px, then the phone checks."""
+    context = browser.new_context(viewport=VIEWPORT)
+    page = context.new_page()
+    transfers: list[tuple[str, int]] = []
+
+    def finished(request) -> None:
+        sizes = request.sizes()
+        transfers.append((request.url, sizes["responseBodySize"] + sizes["responseHeadersSize"]))
+
+    page.on("requestfinished", finished)
+    try:
+        page.goto(url + f"{docname}.html", wait_until="load")
+        page.wait_for_load_state("networkidle")
+        page.evaluate(
+            "() => window.MathJax && MathJax.startup && MathJax.startup.promise"
+            " ? MathJax.startup.promise.then(() => true) : true"
+        )
+        page.wait_for_timeout(500)  # fonts requested while typesetting
+        # what a reader's browser fetched (lazy images only where shown), before anything else
+        seen: dict = {"axe": {}, "transfers": [t for t in transfers if not t[0].startswith("data:")]}
+        page.add_script_tag(content=AXE_JS.read_text(encoding="utf-8"))
+        for mode in ("light", "dark"):
+            page.evaluate(_SET_THEME_JS, mode)
+            seen["axe"][mode] = page.evaluate(_AXE_RUN_JS, AXE_TAGS)
+        seen["views"] = page.locator(
+            'script[type="application/vnd.jupyter.widget-view+json"]'
+        ).count()
+        page.set_viewport_size(PHONE)
+        page.wait_for_timeout(200)  # the theme's resize handlers
+        seen["phone"] = page.evaluate(_PHONE_JS)
+        return seen
+    finally:
+        context.close()
+
+
+@pytest.fixture(scope="module")
+def audited(browser, edition_urls):
+    """``audited(edition, docname)``: what _audit_page saw, one page load per page and edition."""
+    cache: dict[tuple[str, str], dict] = {}
+
+    def get(edition: str, docname: str) -> dict:
+        if edition not in edition_urls:
+            pytest.skip(
+                f"the {edition} edition is not built ({EDITIONS[edition]}); "
+                "run `make student` (make student-test builds it and runs these checks)"
+            )
+        if not (EDITIONS[edition] / f"{docname}.html").exists():
+            pytest.fail(f"{EDITIONS[edition] / docname}.html was not built")
+        key = (edition, docname)
+        if key not in cache:
+            cache[key] = _audit_page(browser, edition_urls[edition], docname)
+        return cache[key]
+
+    return get
+
+
+@pytest.mark.parametrize("docname", A11Y_PAGES)
+@pytest.mark.parametrize("theme", ["light", "dark"])
+@pytest.mark.parametrize("edition", list(EDITIONS))
+def test_page_has_no_axe_violations(audited, edition: str, theme: str, docname: str) -> None:
+    """WCAG 2.1 A and AA: axe-core finds no violation (light and dark theme, both editions)."""
+    if not AXE_JS.exists():
+        pytest.fail(f"{AXE_JS} is missing: run `make vendor` (scripts/vendor_assets.sh)")
+    violations = audited(edition, docname)["axe"][theme]
+    report = [
+        f"{v['id']} ({v['impact']}, {len(v['nodes'])}x: {v['help']}): {v['nodes'][:3]}"
+        for v in violations
+    ]
+    assert not violations, f"{edition} {docname} ({theme}): axe violations:\n" + "\n".join(report)
+
+
+@pytest.mark.parametrize("docname", A11Y_PAGES)
+@pytest.mark.parametrize("edition", list(EDITIONS))
+def test_page_is_light(audited, edition: str, docname: str) -> None:
+    """At most MAX_PAGE_BYTES transferred; no widget JavaScript without a widget view."""
+    seen = audited(edition, docname)
+    total = sum(size for _, size in seen["transfers"])
+    heaviest = sorted(seen["transfers"], key=lambda t: -t[1])[:5]
+    print(f"{edition} {docname}: {total / 1e6:.2f} MB, {len(seen['transfers'])} requests")
+    assert total <= MAX_PAGE_BYTES, (
+        f"{edition} {docname}: {total / 1e6:.2f} MB transferred (limit {MAX_PAGE_BYTES / 1e6} MB);"
+        f" heaviest: {[(urlsplit(u).path, s) for u, s in heaviest]}"
+    )
+    if seen["views"] == 0:
+        loaded = [u for u, _ in seen["transfers"] if urlsplit(u).path.endswith(WIDGET_SCRIPTS)]
+        assert not loaded, f"{edition} {docname}: widget JavaScript without a widget view: {loaded}"
+
+
+@pytest.mark.parametrize("docname", A11Y_PAGES)
+@pytest.mark.parametrize("edition", list(EDITIONS))
+def test_page_fits_a_phone(audited, edition: str, docname: str) -> None:
+    """At 390x844: no sideways scrolling, explorer controls on screen, claims' status visible."""
+    phone = audited(edition, docname)["phone"]
+    width = phone["W"]
+    assert phone["widest"] <= width + 1, (
+        f"{edition} {docname}: {phone['widest']} px wide at a {width} px viewport; "
+        f"sticking out: {phone['wide']}"
+    )
+    off = [c for c in phone["controls"] if c["left"] < -1 or c["right"] > width + 1 or c["w"] == 0]
+    assert not off, f"{edition} {docname}: explorer controls off the screen: {off}"
+    assert not phone["clipped"], (
+        f"{edition} {docname}: claims' status cells not on screen: {phone['clipped'][:5]}"
+    )
+
+
+class _ImageAlts(HTMLParser):
+    """Collects (src, alt) of every <img> of a page's article."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.images: list[tuple[str, str | None]] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag == "img":
+            a = dict(attrs)
+            self.images.append((a.get("src") or "", a.get("alt")))
+
+
+_FILE_NAME = re.compile(r"\.(png|jpe?g|gif|svg|webp)$|^[0-9a-f]{16,}|/_images/", re.IGNORECASE)
+
+
+@pytest.mark.parametrize("docname", PAGES)
+@pytest.mark.parametrize("edition", list(EDITIONS))
+def test_images_have_alt_text(edition: str, docname: str) -> None:
+    """Every image says what it shows: an alt text that is not empty and not a file name."""
+    path = EDITIONS[edition] / f"{docname}.html"
+    if not path.exists():
+        if edition == "student":
+            pytest.skip(f"the student edition is not built ({EDITIONS[edition]})")
+        pytest.fail(f"{path} was not built")
+    parser = _ImageAlts()
+    parser.feed(path.read_text(encoding="utf-8"))
+    bad = []
+    for src, alt in parser.images:
+        name = src.rsplit("/", 1)[-1].split("?")[0]
+        text = (alt or "").strip()
+        if not text or text in (src, name) or _FILE_NAME.search(text) or len(text.split()) < 3:
+            bad.append(f"{name[:24]}: alt={alt!r}")
+    assert not bad, f"{edition} {docname}: images without a real alt text: {bad}"

@@ -24,6 +24,10 @@ On pages that embed Jupyter widgets (myst-nb adds ``widgets/require.js`` and
 
 4. Load ``cbdt-widgets-mathjax-shim.js`` (deferred, right after MathJax): the widget manager
    typesets labels with the MathJax 2 API ``MathJax.Hub.Queue``, which MathJax 3 lacks.
+
+5. A page whose notebook stores widget state but renders no widget view (every explorer shows
+   its static twin, ``nb_mime_priority_overrides`` in _config.yml) gets none of the above: no
+   ``require.js``, ``embed-amd.js`` (4.4 MB), widget state or shim (issue 32).
 """
 
 from __future__ import annotations
@@ -49,6 +53,9 @@ AMD_MODULES = (
     "@jupyter-widgets/controls",
 )
 SHIM = "cbdt-widgets-mathjax-shim.js"
+WIDGET_FILES = (WIDGET_MANAGER, "widgets/require.js")
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
 STATIC = Path(__file__).parent / "static"
 
 
@@ -68,6 +75,12 @@ def _is(js: Any, suffix: str) -> bool:
     )
 
 
+def _is_widget_asset(js: Any) -> bool:
+    if any(_is(js, name) for name in WIDGET_FILES):
+        return True
+    return isinstance(js, _JavaScript) and js.attributes.get("type") == WIDGET_STATE
+
+
 def _clean_scripts(
     app: Sphinx, pagename: str, templatename: str, context: dict[str, Any], doctree: Any
 ) -> None:
@@ -77,6 +90,11 @@ def _clean_scripts(
     pathto = context.get("pathto")
     mathjax_path = str(app.config.mathjax_path or "")
     has_widgets = any(_is(js, WIDGET_MANAGER) for js in files)
+    if has_widgets and WIDGET_VIEW not in str(context.get("body", "")):
+        # 5. the notebook stores widget state, but the page renders no widget view (the
+        # explorers show their static twin): no widget manager, require.js, state or shim
+        files[:] = [js for js in files if not _is_widget_asset(js)]
+        has_widgets = False
 
     seen: set[tuple[str, str]] = set()
     cleaned: list[Any] = []

@@ -12,7 +12,10 @@ of it, one module per chapter in each part:
 - :mod:`cbdt.book.widgets` and :mod:`cbdt.book.explorer`: the explorers (live in Jupyter,
   precomputed frames in the static book);
 - :mod:`cbdt.book.cli`: ``cbdt reproduce`` / ``cbdt list``, every table and figure from the
-  command line.
+  command line;
+- :mod:`cbdt.book.selfcheck`: ``check("ex-05-3", answer)``, the exercises' self-check (salted
+  digests of the answers, no answer in plain text);
+- :mod:`cbdt.book.reading_time`: each chapter's reading time, computed from the chapter.
 
 It needs the ``[book]`` extra (``pip install 'cbdt[book]'``); nothing in :mod:`cbdt`
 imports it.
