@@ -3,6 +3,8 @@
 #   make test   create/update .venv with .[book,test,scale], run every test (unit, property, nbval,
 #               portability on generic kernels, book -W, browser, student edition)
 #   make pdf    print the whole book to _build/pdf/cbdt-book.pdf (Chromium, offline)
+#   make downloads  the book with every download the intro page links: the notebooks as zips
+#               (student and instructor editions; every book build writes them) and the PDF
 #   make student  the student edition (no solutions): _build/student/notebooks and _build/student/html
 #   make lab    open the notebooks in JupyterLab
 #   make bench  run the speed benchmarks
@@ -50,16 +52,17 @@ TEST_STAMP := $(VENV)/.installed-test
 JB := $(BIN)/jupyter-book
 export PYTHONHASHSEED := 0
 
-.PHONY: book test unit nbval nbval-generic exercises portability portability-reference book-strict browser lab-browser lint \
+.PHONY: book test unit doctest nbval nbval-generic exercises portability portability-reference book-strict browser lab-browser lint \
   lab bench \
   student student-test \
-  vendor pdf clean help
+  vendor pdf downloads clean help
 
 help:
 	@echo "make book   build the HTML book (creates .venv on first use)"
 	@echo "make test   run every test: unit + property, nbval, portability, strict book build, browser,"
 	@echo "            student edition"
 	@echo "make pdf    print the whole book to one PDF, _build/pdf/cbdt-book.pdf"
+	@echo "make downloads  the book with the downloads its intro links: notebook zips and the PDF"
 	@echo "make student  the student edition, every exercise and no solution: _build/student/notebooks"
 	@echo "             (open with .venv/bin/jupyter lab _build/student/notebooks) and _build/student/html"
 	@echo "make lab    open JupyterLab on notebooks/"
@@ -105,6 +108,10 @@ UNIT = $(BIN)/pytest tests -m "not browser and not portability" --ignore=tests/t
 unit: $(TEST_STAMP)
 	$(UNIT)
 
+# the examples in the library's docstrings (the API reference, book/api.md, shows them)
+doctest: $(TEST_STAMP)
+	$(BIN)/pytest --doctest-modules cbdt -q -p no:randomly -n 0
+
 nbval: $(TEST_STAMP)
 	$(NBVAL) notebooks/
 
@@ -135,11 +142,15 @@ portability-reference: $(TEST_STAMP)
 book-strict: $(TEST_STAMP) _vendor/.complete
 	rm -rf _build/html _build/.doctrees
 	cfg="$$($(BOOK_CONFIG))"; $(JB) build . -W -n --keep-going --config "$$cfg"
+	CBDT_BUILT_HTML=_build/html $(BIN)/pytest tests/test_downloads.py -q -p no:randomly \
+	  -p no:xdist -p no:nbval
 	@echo "Book built: file://$(CURDIR)/_build/html/index.html"
 
+# the instructor edition; the student edition's accessibility, phone and weight checks run in
+# student-test, after its HTML is written
 browser: $(TEST_STAMP) book-strict
 	@if [ -x /usr/bin/chromium ]; then \
-	  $(BIN)/pytest tests/test_browser.py -m browser -q; \
+	  $(BIN)/pytest tests/test_browser.py -m browser -q -k "not student"; \
 	else \
 	  echo "SKIPPED the browser test: /usr/bin/chromium is not installed (apt-get install -y chromium)."; \
 	fi
@@ -169,7 +180,13 @@ student: $(BOOK_STAMP) _vendor/.complete
 student-test: $(TEST_STAMP) book-strict
 	cfg="$$($(BOOK_CONFIG))"; $(STUDENT_HTML) --strict
 	CBDT_STUDENT_HTML=$(STUDENT)/html $(BIN)/pytest tests/test_student_edition.py::TestStudentHTML \
-	  -q -p no:randomly -p no:xdist -p no:nbval
+	  tests/test_downloads.py -q -p no:randomly -p no:xdist -p no:nbval
+	@if [ -x /usr/bin/chromium ]; then \
+	  CBDT_STUDENT_HTML=$(STUDENT)/html $(BIN)/pytest tests/test_browser.py -m browser -q -k student \
+	    -p no:randomly -p no:xdist -p no:nbval; \
+	else \
+	  echo "SKIPPED the student edition's browser checks: /usr/bin/chromium is not installed."; \
+	fi
 
 # one HTML page (singlehtml, the vendored MathJax) printed by playwright's Chromium
 pdf: $(TEST_STAMP) _vendor/.complete
@@ -177,7 +194,14 @@ pdf: $(TEST_STAMP) _vendor/.complete
 	  echo "make pdf needs /usr/bin/chromium (apt-get install -y chromium)"; exit 1; fi
 	$(BIN)/python scripts/print_pdf.py
 
-test: lint unit nbval portability book-strict browser student-test lab-browser
+# the book with every download of its intro page: make pdf (about 6 minutes on 2 busy cores:
+# too slow for make book), then the HTML book, which copies the PDF beside the notebook zips
+# (book/_ext/downloads.py); then the links are checked
+downloads: pdf book
+	CBDT_BUILT_HTML=_build/html CBDT_REQUIRE_PDF=1 $(BIN)/pytest tests/test_downloads.py -q \
+	  -p no:randomly -p no:xdist -p no:nbval
+
+test: lint unit doctest nbval portability book-strict browser student-test lab-browser
 	@echo "make test: all checks passed"
 
 # JupyterLab on the checkout, opened at notebooks/ (so the chapters' links to book/ pages open);

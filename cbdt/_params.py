@@ -16,10 +16,8 @@ class ParamsMixin:
     constructor is the one place that lists them.
 
     A subclass whose ``__init__`` passes ``**params`` on to its parent's has the parent's
-    parameters too; names in ``_RENAMED`` (deprecated spellings) are not parameters.
+    parameters too.
     """
-
-    _RENAMED: dict[str, str] = {}
 
     @classmethod
     def _param_signature(cls) -> dict[str, inspect.Parameter]:
@@ -30,7 +28,7 @@ class ParamsMixin:
                 continue
             params = inspect.signature(init).parameters.values()
             for p in params:
-                if (p.name != "self" and p.name not in cls._RENAMED and p.name not in out
+                if (p.name != "self" and p.name not in out
                         and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)):
                     out[p.name] = p
             if not any(p.kind == p.VAR_KEYWORD for p in params):

@@ -26,9 +26,6 @@ the (m, n) contributions; :class:`cbdt.CaseInfluence` overrides it with its fuse
 
 from __future__ import annotations
 
-import inspect
-import numbers
-import warnings
 from collections.abc import Iterator
 from typing import Any, Literal
 
@@ -54,29 +51,6 @@ _ORDERS = ("magnitude", "abs", "positive", "negative")
 _RANK_BY = ("contribution", "coefficient")
 
 
-def _positional_k(
-    method: str, args: tuple[Any, ...], k: Any, order: Any = None, names: tuple[str, ...] = ("k",)
-) -> tuple[Any, Any]:
-    """The old positional ``k`` (and ``order``): accepted one release with a FutureWarning."""
-    if len(args) > len(names):
-        raise TypeError(
-            f"{method}() takes at most {len(names)} deprecated positional argument(s) after "
-            f"action ({', '.join(names)}), got {len(args)}."
-        )
-    spelled = ", ".join(f"{nm}={v!r}" for nm, v in zip(names, args, strict=False))
-    warnings.warn(
-        f"passing {', '.join(names[: len(args)])} positionally to {method}() is deprecated and "
-        f"will stop working in the next release; pass it by keyword: {method}(phi, action, "
-        f"{spelled}).",
-        FutureWarning,
-        stacklevel=3,
-    )
-    k = args[0]
-    if len(args) > 1:
-        order = args[1]
-    return k, order
-
-
 class CaseQueryMixin:
     """Case queries shared by every case-influence estimator (Sec. 4, eq. 10, 15-20).
 
@@ -100,22 +74,6 @@ class CaseQueryMixin:
         self._check_fitted()
         check_feature_names(self, phi, reset=False, name="phi")
         return as_query("phi", phi, self.n_features_in_)
-
-    @property
-    def n_features_(self) -> int:
-        """Deprecated: use ``n_features_in_`` (scikit-learn's name)."""
-        value = self.n_features_in_
-        warnings.warn(
-            f"{type(self).__name__}.n_features_ is deprecated and will be removed in the next "
-            "release; use n_features_in_ (scikit-learn's name).",
-            FutureWarning,
-            stacklevel=2,
-        )
-        return value
-
-    @n_features_.setter
-    def n_features_(self, value: int) -> None:
-        self.n_features_in_ = value
 
     def _blocks(self, m: int, step: int, what: str) -> Any:
         """Block starts ``0, step, ...``; a tqdm bar when ``progress`` and several blocks."""
@@ -275,7 +233,7 @@ class CaseQueryMixin:
         self,
         phi: Any,
         action: Any = None,
-        *args: Any,
+        *,
         k: int = 10,
         order: Literal["magnitude", "positive", "negative"] = "magnitude",
         rank_by: Literal["contribution", "coefficient"] = "contribution",
@@ -298,7 +256,7 @@ class CaseQueryMixin:
             The explained action by position or name, one for all queries or one per query;
             default each query's decision :math:`\\arg\\max_a Q(x, a)`.
         k : int, default=10
-            Cases per query, ``1 <= k <= n`` (keyword-only; positional ``k`` is deprecated).
+            Cases per query, ``1 <= k <= n`` (keyword-only).
         order : {"magnitude", "positive", "negative"}, default="magnitude"
         rank_by : {"contribution", "coefficient"}, default="contribution"
         case_ids : array-like of shape (n,), optional
@@ -311,8 +269,6 @@ class CaseQueryMixin:
             ``case_ids``, ``action``, ``action_name``; unpacks as ``(indices,
             contributions)``.
         """
-        if args:
-            k, order = _positional_k("top_cases", args, k, order, ("k", "order"))
         if order not in _ORDERS:
             raise InputError(
                 f"order must be 'magnitude' (|psi|), 'positive' or 'negative', got {order!r}."
@@ -347,13 +303,13 @@ class CaseQueryMixin:
     def explain(
         self,
         phi: Any,
-        *args: Any,
         action: Any = None,
+        *,
         k: int = 10,
-        rank_by: Literal["contribution", "coefficient"] = "contribution",
-        case_ids: Any = None,
         gamma: float = 1.0,
         eps: float = 1e-12,
+        rank_by: Literal["contribution", "coefficient"] = "contribution",
+        case_ids: Any = None,
     ) -> Explanation:
         """One-call case account of many decisions: top cases and audit signals (Sec. 4).
 
@@ -371,14 +327,15 @@ class CaseQueryMixin:
             :math:`\\arg\\max_a Q`. May be passed as the second positional argument.
         k : int, default=10
             Cases listed per query, and the top-k of eq. 16-18 (keyword-only).
+        gamma, eps : float
+            As in :func:`cbdt.audit.risk_score` (keyword-only; the order ``k, gamma, eps``
+            of every signal function).
         rank_by : {"contribution", "coefficient"}, default="contribution"
             Rank cases (and form eq. 16-18) by :math:`|\\psi_i|` or by :math:`|\\alpha_i|`
             (:func:`cbdt.audit.audit_signals`).
         case_ids : array-like of shape (n,) or pandas.Index, optional
             Labels of the training cases; default :attr:`case_ids_` from ``fit``, else the
             positions ``0..n-1``.
-        gamma, eps : float
-            As in :func:`cbdt.audit.risk_score`.
 
         Returns
         -------
@@ -392,34 +349,7 @@ class CaseQueryMixin:
             small positive entropy of the smoothing ``eps`` of eq. 16 (about
             ``(eps / M) log(M / eps)`` for a mass ``M``, e.g. ``7e-11``), not 0: that floor
             orders such queries by their mass.
-
-        Notes
-        -----
-        Until the next release an integer second positional argument is read as ``k`` (the
-        old signature ``explain(phi, k)``), with a FutureWarning; pass ``action=`` or
-        ``k=`` by keyword.
         """
-        if args:
-            if len(args) > 1:
-                raise TypeError(
-                    f"explain() takes phi and at most one positional action, got {len(args) + 1}"
-                    " positional arguments; pass k=, rank_by=, case_ids= by keyword."
-                )
-            if action is not None:
-                raise TypeError("explain() got the action both positionally and as action=.")
-            first = args[0]
-            if isinstance(first, numbers.Integral) and not isinstance(first, bool):
-                warnings.warn(
-                    f"explain(phi, {first!r}) reads {first!r} as k (the old signature "
-                    "explain(phi, k)); this is deprecated and the second positional argument "
-                    f"will be the action in the next release. Pass k={first!r} (or "
-                    f"action={first!r}) by keyword.",
-                    FutureWarning,
-                    stacklevel=2,
-                )
-                k = first
-            else:
-                action = first
         Q, _ = self._check_query(phi)
         top, S, acts, a_star, signals = case_account(
             self, Q, action, k=k, rank_by=rank_by, case_ids=case_ids, case_actions=None,
@@ -448,19 +378,3 @@ class CaseQueryMixin:
         named = not np.array_equal(labels, np.arange(self.n_actions_))
         return Explanation(cases, signals, labels if named else None)
 
-
-# The signatures readers see: ``*args`` is how the old positional ``k`` (and ``order``)
-# stays accepted for one release, and is left out of ``help()`` and ``inspect``.
-def _public_signature(method: Any) -> inspect.Signature:
-    P = inspect.Parameter
-    sig = inspect.signature(method)
-    params = [p for p in sig.parameters.values() if p.kind != P.VAR_POSITIONAL]
-    for i, p in enumerate(params):
-        if p.name == "action":
-            params[i] = p.replace(kind=P.POSITIONAL_OR_KEYWORD)
-    order = {P.POSITIONAL_OR_KEYWORD: 0, P.KEYWORD_ONLY: 1}
-    return sig.replace(parameters=sorted(params, key=lambda p: order[p.kind]))
-
-
-for _method in (CaseQueryMixin.explain, CaseQueryMixin.top_cases):
-    _method.__signature__ = _public_signature(_method)  # type: ignore[attr-defined]

@@ -37,7 +37,7 @@ class TopCases:
     coefficients : ndarray of float, shape (m, k) or (k,), or None
         :math:`\\alpha_i(x)` of the listed cases (eq. 10); filled when
         ``rank_by="coefficient"`` (``None`` otherwise: ranking by contribution never needs
-        them, and :meth:`explain` lists them).
+        them, and :meth:`~cbdt.CaseInfluence.explain` lists them).
     order : str
         ``"magnitude"``, ``"positive"`` or ``"negative"``.
     rank_by : str

@@ -16,27 +16,23 @@ from ._results import TopCases
 from ._validation import as_float_matrix, check_k, check_nonnegative_scalar
 from .exceptions import DegenerateAuditWarning, InputError
 
-# (weak reference to a fitted estimator's read-only returns_, a*, label-like verdict): the
-# case-optimal actions are computed once per fit, not at every explain/audit_signals call
-_RETURNS_CACHE: dict[int, tuple[Any, np.ndarray, str | None]] = {}
 
-
-def returns_facts(R: np.ndarray) -> tuple[np.ndarray, str | None]:
+def returns_facts(R: np.ndarray, owner: Any = None) -> tuple[np.ndarray, str | None]:
     """Case-optimal actions of ``R`` and why its contribution signals are degenerate (or
-    None); cached while ``R`` is a read-only array (a fitted estimator's ``returns_``)."""
-    import weakref
-
-    key = id(R)
-    hit = _RETURNS_CACHE.get(key)
-    if hit is not None and hit[0]() is R:
-        return hit[1], hit[2]
+    None). With ``owner`` (the fitted estimator whose read-only ``returns_`` is ``R``) they
+    are kept on the estimator, so they are computed once per fit, not at every ``explain``
+    or ``audit_signals`` call; a refit replaces ``returns_`` and so the facts."""
+    held = getattr(owner, "_returns_facts", None)
+    if held is not None and held[0] is R:
+        return held[1], held[2]
     a_star = np.argmax(R, axis=1)
     facts = a_star, label_like(R, a_star)
-    if isinstance(R, np.ndarray) and not R.flags.writeable:
-        if len(_RETURNS_CACHE) >= 8:
-            _RETURNS_CACHE.pop(next(iter(_RETURNS_CACHE)))
+    if owner is not None and isinstance(R, np.ndarray) and not R.flags.writeable:
         a_star.setflags(write=False)
-        _RETURNS_CACHE[key] = (weakref.ref(R), *facts)
+        try:
+            owner._returns_facts = (R, *facts)
+        except AttributeError:  # an estimator that takes no attributes: no cache
+            pass
     return facts
 
 
@@ -192,7 +188,7 @@ def case_account(
     R = estimator.returns_
     if not isinstance(R, np.ndarray) or R.dtype != np.float64 or R.ndim != 2:
         R = as_float_matrix("returns_", R)
-    a_star, why = returns_facts(R)
+    a_star, why = returns_facts(R, estimator if R is estimator.returns_ else None)
     a = a_star if case_actions is None else check_case_actions(case_actions, n, n_actions)
     if rank_by == "contribution":
         warn_label_like(why, caller, stacklevel=3)

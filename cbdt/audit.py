@@ -96,7 +96,7 @@ def _top_k_action_stats(
 
 
 def influence_distribution(
-    psi: Any, case_actions: Any, n_actions: int, k: int = 10, eps: float = 1e-12
+    psi: Any, case_actions: Any, n_actions: int, *, k: int = 10, eps: float = 1e-12
 ) -> np.ndarray:
     """Top-k absolute-mass action distribution :math:`\\pi_k(b \\mid x, a)` (eq. 16).
 
@@ -137,7 +137,7 @@ def influence_distribution(
 
 
 def influence_entropy(
-    psi: Any, case_actions: Any, n_actions: int, k: int = 10, eps: float = 1e-12
+    psi: Any, case_actions: Any, n_actions: int, *, k: int = 10, eps: float = 1e-12
 ) -> np.ndarray:
     """Influence entropy :math:`H_\\alpha(x, a) = -\\sum_b \\pi_k \\log \\pi_k` (eq. 17).
 
@@ -148,13 +148,13 @@ def influence_entropy(
     -------
     ndarray of shape (m,), or a float for a 1-D ``psi``
     """
-    pi = np.atleast_2d(influence_distribution(psi, case_actions, n_actions, k, eps))
+    pi = np.atleast_2d(influence_distribution(psi, case_actions, n_actions, k=k, eps=eps))
     H = entropy(pi)
     return H[0] if np.ndim(psi) == 1 else H
 
 
 def top_action_distribution(
-    psi: Any, case_actions: Any, n_actions: int, k: int = 10
+    psi: Any, case_actions: Any, n_actions: int, *, k: int = 10
 ) -> np.ndarray:
     """Count distribution :math:`q_x(b)` of case-optimal actions among the top-k (eq. 18).
 
@@ -173,7 +173,8 @@ def top_action_distribution(
     return q[0] if single else q
 
 
-def gini_disagreement(psi: Any, case_actions: Any, n_actions: int, k: int = 10) -> np.ndarray:
+def gini_disagreement(psi: Any, case_actions: Any, n_actions: int, *, k: int = 10
+                      ) -> np.ndarray:
     """Gini disagreement :math:`D_{Gini}(x) = 1 - \\sum_b q_x(b)^2` (eq. 19).
 
     :math:`0 \\le D_{Gini} \\le 1 - 1/|A|` (the upper bound is reached only when ``k`` is a
@@ -194,7 +195,7 @@ def gini_disagreement(psi: Any, case_actions: Any, n_actions: int, k: int = 10) 
     -------
     ndarray of shape (m,), or a float for a 1-D ``psi``
     """
-    q = np.atleast_2d(top_action_distribution(psi, case_actions, n_actions, k))
+    q = np.atleast_2d(top_action_distribution(psi, case_actions, n_actions, k=k))
     D = 1.0 - (q**2).sum(axis=1)
     return D[0] if np.ndim(psi) == 1 else D
 
@@ -203,8 +204,9 @@ def risk_score(
     psi_selected: Any,
     case_actions: Any,
     n_actions: int,
-    gamma: float = 1.0,
+    *,
     k: int = 10,
+    gamma: float = 1.0,
     eps: float = 1e-12,
 ) -> np.ndarray:
     """Case-influence risk score :math:`O_\\alpha(x) = H_\\alpha(x, a_x) + \\gamma D_{Gini}(x)`.
@@ -221,10 +223,11 @@ def risk_score(
         Case-optimal actions :math:`a_i^*`.
     n_actions : int
         :math:`|A|`.
+    k : int, default=10
+        Top-k size of eq. 16-18 (keyword-only, as ``gamma`` and ``eps``: every signal
+        function takes them in the order ``k, gamma, eps``).
     gamma : float, default=1.0
         Weight :math:`\\gamma \\ge 0` of the Gini term.
-    k : int, default=10
-        Top-k size of eq. 16-18.
     eps : float, default=1e-12
         Smoothing of eq. 16 (``0``: the limit, see :func:`influence_distribution`).
 
@@ -233,8 +236,8 @@ def risk_score(
     ndarray of shape (m,), or a float for a 1-D ``psi_selected``
     """
     gamma = check_nonnegative_scalar("gamma", gamma)
-    H = influence_entropy(psi_selected, case_actions, n_actions, k, eps)
-    D = gini_disagreement(psi_selected, case_actions, n_actions, k)
+    H = influence_entropy(psi_selected, case_actions, n_actions, k=k, eps=eps)
+    D = gini_disagreement(psi_selected, case_actions, n_actions, k=k)
     return H + gamma * D
 
 
@@ -268,10 +271,10 @@ def audit_signals(
     action: Any = None,
     *,
     k: int = 10,
-    case_actions: Any = None,
     gamma: float = 1.0,
     eps: float = 1e-12,
     rank_by: Literal["contribution", "coefficient"] = "contribution",
+    case_actions: Any = None,
     batch_size: int | None = None,
 ) -> pd.DataFrame:
     """Every Sec. 4 signal for many queries, for any case-influence estimator.
@@ -293,8 +296,6 @@ def audit_signals(
         audit those.
     k : int, default=10
         Top-k size of eq. 16-18.
-    case_actions : array-like of int of shape (n,), optional
-        Case-optimal actions (positions); default ``case_optimal_actions(estimator.returns_)``.
     gamma : float, default=1.0
         Weight of the Gini term in eq. 20.
     eps : float, default=1e-12
@@ -306,6 +307,8 @@ def audit_signals(
         :math:`|\\alpha_i(x)|`: the cases the readout leans on, whatever their return for
         :math:`a_x`. The two coincide when every :math:`|r_i(a_x)|` is equal; the coefficient
         variant stays informative for label-like returns (see :func:`label_like_returns`).
+    case_actions : array-like of int of shape (n,), optional
+        Case-optimal actions (positions); default ``case_optimal_actions(estimator.returns_)``.
     batch_size : int, optional
         Queries per call of ``top_cases``. Default: all at once; the exact estimator's fused
         top-k scan forms the contributions in cache-sized blocks, so memory is ``O(m k)``.

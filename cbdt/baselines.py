@@ -20,9 +20,6 @@ query API of :class:`cbdt.CaseInfluence`:
 * ``top_cases(phi, action=None, *, k=10, order="magnitude")``: the ``k`` strongest cases
   (:class:`cbdt.TopCases`).
 
-Until this release ``scores(phi, action)`` returned the contributions; that call still works
-for one release and emits a :class:`FutureWarning` naming ``contributions``.
-
 **Sign convention.** For every method a positive contribution *raises* the score (the
 direction of :math:`\\psi_i = \\alpha_i r_i(a)`, eq. 15). Captum
 (``captum.influence``) scores a test *loss* against the training losses, and with the score
@@ -95,16 +92,16 @@ the block of action ``a`` is non-zero. Three facts worth knowing (tested in
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 import numpy as np
 from scipy import linalg
 
-from ._query import CaseQueryMixin
+from ._base import Boolean, CaseEstimator, Checked, Constraint, Options, check_returns
 from ._ranking import top_k_indices
+from ._tsqr import min_norm_svd
 from ._validation import (
     as_float_matrix,
     as_query,
@@ -148,36 +145,13 @@ METHODS: tuple[str, ...] = (
 _Residuals = Literal["trained", "returns"]
 _Order = Literal["magnitude", "abs", "positive", "negative"]
 
-# ``scores(phi)`` vs the deprecated ``scores(phi, action)``: None is a valid action elsewhere
-_NO_ACTION: Any = type("_NoAction", (), {"__repr__": lambda self: "<no action>"})()
-
-
 def _augment(P: np.ndarray) -> np.ndarray:
     return np.hstack([P, np.ones((P.shape[0], 1))])
 
 
-def _check_train(Phi: Any, R: Any, est: Any = None) -> tuple[np.ndarray, np.ndarray]:
-    """``Phi`` (n, H) and ``R`` (n, |A|) as float64 arrays, rows paired (equal pandas
-    indexes); ``est.feature_names_in_`` set from a ``Phi`` DataFrame (cbdt._validation)."""
-    check_same_index(Phi, R)
-    if est is not None:
-        check_feature_names(est, Phi, reset=True, name="Phi")
-    Phi = as_float_matrix("Phi", Phi)
-    R = as_float_matrix("R", R, allow_1d=True)
-    if R.ndim == 1:
-        R = R[:, None]
-    if R.shape[0] != Phi.shape[0]:
-        raise InputError(
-            f"Phi has {Phi.shape[0]} rows (training cases) but R has {R.shape[0]}; row i of "
-            "both must belong to training case i."
-        )
-    return np.ascontiguousarray(Phi), np.ascontiguousarray(R)
-
-
-def _check_residuals(value: Any) -> str:
-    if value not in ("trained", "returns"):
-        raise InputError(f"residuals must be 'trained' or 'returns', got {value!r}.")
-    return value
+def _contiguous_phi(Phi: Any) -> tuple[np.ndarray, str]:
+    """A finite float64 C-ordered ``Phi`` (n, H) for the baselines' dense algebra."""
+    return np.ascontiguousarray(as_float_matrix("Phi", Phi)), "array"
 
 
 def _psd_solve_matrix(A: np.ndarray, B: np.ndarray) -> np.ndarray:
@@ -191,7 +165,7 @@ def _psd_solve_matrix(A: np.ndarray, B: np.ndarray) -> np.ndarray:
     return Uk @ ((Uk.T @ B) / w[keep][:, None])
 
 
-class _Attribution:
+class _Attribution(CaseEstimator):
     """Common query plumbing: validation, 1-D queries, per-query actions, the query API.
 
     Subclasses implement ``_prepare`` (validate a query batch), ``_action_scores`` (the
@@ -200,9 +174,6 @@ class _Attribution:
     """
 
     name: str = ""
-
-    # the estimators' deprecated alias, one definition (cbdt._query)
-    n_features_ = CaseQueryMixin.n_features_
 
     def _check_fitted(self) -> None:
         if not hasattr(self, "n_cases_"):
@@ -238,10 +209,6 @@ class _Attribution:
         kernel *= weights[:, acts].T
         return kernel
 
-    def _set_action_names(self, action_names: Any, R: Any) -> None:
-        """``action_names_``: ``action_names``, a returns DataFrame's columns, or positions."""
-        self.action_names_ = check_action_names(action_names, self.n_actions_, R)
-
     def _actions(self, P: np.ndarray, m: int, action: Any) -> np.ndarray:
         """One action position per query: the decision of :meth:`scores` for ``None``; a
         position, a name (``action_names_``) or one of either per query otherwise."""
@@ -251,36 +218,22 @@ class _Attribution:
             action, self.n_actions_, m, names=getattr(self, "action_names_", None)
         )
 
-    def scores(self, phi: Any, action: Any = _NO_ACTION) -> np.ndarray:
+    def scores(self, phi: Any) -> np.ndarray:
         """Action scores :math:`Q(x, a)` of the readout the method explains, shape (m, |A|).
 
-        See the class docstring (and the module's table) for which readout that is. Since
-        this release ``scores`` returns action scores, as :meth:`cbdt.CaseInfluence.scores`
-        does; the per-case attributions are :meth:`contributions`.
+        See the class docstring (and the module's table) for which readout that is; as
+        :meth:`cbdt.CaseInfluence.scores`, these are action scores, and the per-case
+        attributions are :meth:`contributions`.
 
         Parameters
         ----------
         phi : array-like of shape (m, H) or (H,)
             Query representations (for :class:`TracIn` of shape (T, m, H) or (T, H)).
-        action : int or array of int, optional
-            **Deprecated** (one release): ``scores(phi, action)`` returns
-            ``contributions(phi, action)``, shape (m, n), with a :class:`FutureWarning`.
 
         Returns
         -------
         ndarray of shape (m, |A|), or (|A|,) for a 1-D query
         """
-        if action is not _NO_ACTION:
-            cls = type(self).__name__
-            warnings.warn(
-                f"{cls}.scores(phi, action) returning the per-case contributions (m, n) is "
-                f"deprecated and will be removed in the next release; call "
-                f"{cls}.contributions(phi, action) for them. {cls}.scores(phi) now returns the "
-                "action scores (m, |A|) of the readout the method explains.",
-                FutureWarning,
-                stacklevel=2,
-            )
-            return self.contributions(phi, action)
         P, single, _ = self._prepare(phi)
         S = self._action_scores(P)
         return S[0] if single else S
@@ -332,7 +285,8 @@ class _Attribution:
             that raise the score most) or ascending (that lower it most); ties go to the
             lower case index.
         case_ids : array-like of shape (n,), optional
-            Labels of the training cases returned as ``case_ids`` (default the positions).
+            Labels of the training cases returned as ``case_ids`` (default ``case_ids_`` of
+            the fit, else the positions).
 
         Returns
         -------
@@ -347,7 +301,8 @@ class _Attribution:
             )
         self._check_fitted()
         k = check_k(k, self.n_cases_)
-        ids = check_case_ids(case_ids, self.n_cases_)
+        ids = check_case_ids(case_ids, self.n_cases_) if case_ids is not None else \
+            getattr(self, "case_ids_", None)
         P, single, m = self._prepare(phi)
         acts = self._actions(P, m, action)
         C = self._contrib(P, acts)
@@ -420,14 +375,25 @@ class ExactCoefficient(_Attribution):
         self.solver = solver
         self.precompute = precompute
 
-    def fit(self, Phi: Any, R: Any, *, action_names: Any = None) -> ExactCoefficient:
+    _parameter_constraints: ClassVar[dict[str, Constraint]] = {
+        "ridge": Checked(check_nonnegative_scalar),
+        "intercept": Boolean(),
+        "solver": Options("auto", "cholesky", "lstsq", "cholesky_or_lstsq"),
+        "precompute": Boolean(),
+    }
+
+    def fit(
+        self, Phi: Any, R: Any, *, case_ids: Any = None, action_names: Any = None
+    ) -> ExactCoefficient:
         """Fit the OLS (ridge) probe on training representations and returns.
 
-        ``action_names`` (default: the columns of an ``R`` DataFrame, else ``0..|A|-1``) is
-        kept as ``action_names_``; ``action=`` then accepts the names.
+        ``case_ids`` and ``action_names`` as in :meth:`cbdt.CaseInfluence.fit` (kept as
+        ``case_ids_`` and ``action_names_``; ``action=`` then accepts the names).
         """
-        R_in = R
-        Phi, R = _check_train(Phi, R, self)
+        self._validate_params()
+        data = self._validate_data(Phi, R, case_ids=case_ids, action_names=action_names,
+                                   check_phi=_contiguous_phi)
+        Phi, R = data.Phi, data.R
         ci = CaseInfluence(ridge=self.ridge, intercept=self.intercept, solver=self.solver)
         ci.fit(Phi, R)
         self.influence_ = ci
@@ -454,7 +420,7 @@ class ExactCoefficient(_Attribution):
             self._dual = None
             self._fit_solve(Phi, ci.solver_)
         self.n_cases_ = ci.n_cases_
-        self._set_action_names(action_names, R_in)
+        self._finish_fit(data)
         return self
 
     def _fit_solve(self, Phi: np.ndarray, solver: str) -> None:
@@ -464,7 +430,9 @@ class ExactCoefficient(_Attribution):
         Exact powers of two keep the factor accurate and finite without changing
         :math:`\\alpha` (it does not depend on the scale of any coordinate, eq. 12): ``Phi``
         is rescaled when its entries would overflow or underflow the factor, and the constant
-        column is balanced against the geometric mean of the feature columns' norms.
+        column is balanced against the geometric mean of the feature columns' norms. A
+        rank-deficient minimum-norm solve undoes the balancing (it depends on the
+        coordinates): its minimum norm is that of :math:`[\\Phi, 1]`.
         """
         n, H = Phi.shape
         ridge = float(self.ridge)
@@ -496,9 +464,17 @@ class ExactCoefficient(_Attribution):
         self._phi_aug_t, self._solve_scale, self._solve_const = PT, scale, const
         if solver == "lstsq":  # minimum norm: z = W_k S_k^-2 W_k^T phi~
             _, sv, Wt = linalg.svd(Rf, check_finite=False)
-            keep = sv > float(sv[0]) * max(n, Hp) * np.finfo(float).eps
+            rank = int(np.sum(sv > float(sv[0]) * max(n, Hp) * np.finfo(float).eps))
+            if self.intercept and rank < Hp and const != scale:
+                # the minimum norm of the user's coordinates [Phi, 1], not of the balanced
+                # [s Phi, t 1] (the same solution only at full column rank)
+                _, sk, W, Wr = min_norm_svd(Rf, rank, scale / const,
+                                            float(sv[0]) * max(n, Hp) * np.finfo(float).eps)
+            else:
+                sk, W = sv[:rank], Wt[:rank].T
+                Wr = W
             self._gram_factor = None
-            self._gram_eig = (np.ascontiguousarray(Wt[keep].T), sv[keep] ** 2)
+            self._gram_eig = (np.ascontiguousarray(W), sk**2, np.ascontiguousarray(Wr))
         else:
             self._gram_factor = np.asfortranarray(Rf)
             self._gram_eig = None
@@ -520,8 +496,8 @@ class ExactCoefficient(_Attribution):
             Z = trsm(1.0, Rf, B, side=0, lower=0, trans_a=1, overwrite_b=1)  # R^T y = phi~
             Z = trsm(1.0, Rf, Z, side=0, lower=0, trans_a=0, overwrite_b=1)  # R z = y
         else:
-            W, w = self._gram_eig
-            Z = W @ ((W.T @ B) / w[:, None])
+            W, w, Wr = self._gram_eig
+            Z = W @ ((Wr.T @ B) / w[:, None])
         if m == 1:  # one GEMV
             return (Z[:, 0] @ self._phi_aug_t)[None, :]
         return Z.T @ self._phi_aug_t
@@ -566,21 +542,23 @@ class InfluenceFunction(_Attribution):
     ``NaiveInfluenceFunction`` with the score as test loss gives :math:`-1/n` times these
     values (its Hessian is that of the summed loss). The head loss is a
     convex quadratic, so :math:`\\mathbf H` is exact and constant; it is positive definite
-    when :math:`\\tilde\\Phi` has full column rank. Hence the default ``damping=0``:
+    when :math:`\\tilde\\Phi` has full column rank. Hence the default ``ridge=0``:
     Koh & Liang's damping exists to make a non-convex Hessian invertible, which is not
     needed here. When :math:`\\tilde G` is singular (e.g. dead ReLU units) the Moore-Penrose
     pseudo-inverse (the :math:`\\delta \\to 0` limit on its range) is used.
 
     Parameters
     ----------
-    damping : float, default=0.0
+    ridge : float, default=0.0
         :math:`\\delta \\ge 0` added to the diagonal of :math:`\\mathbf H` (the Hessian of the
-        *mean* loss).
+        *mean* loss): Koh & Liang's damping, the ridge penalty :math:`\\tfrac\\delta2
+        \\lVert\\theta\\rVert^2` added to that loss (the penalty is called ``ridge`` in
+        every estimator).
     residuals : {"trained", "returns"}, default="trained"
         ``"trained"``: :math:`\\nabla\\ell_i` at the trained head :math:`\\hat\\theta` (the
         method as defined), residual :math:`r_i(a) - Q(x_i, a)`. ``"returns"``: at
         :math:`\\theta = 0`, residual :math:`r_i(a)` (a sensitivity variant; then
-        :math:`\\mathcal I_i = n\\alpha_i(x) r_i(a)` for ``damping=0``).
+        :math:`\\mathcal I_i = n\\alpha_i(x) r_i(a)` for ``ridge=0``).
 
     Attributes
     ----------
@@ -594,8 +572,13 @@ class InfluenceFunction(_Attribution):
 
     name = "Influence Functions"
 
-    def __init__(self, damping: float = 0.0, residuals: _Residuals = "trained") -> None:
-        self.damping = damping
+    _parameter_constraints: ClassVar[dict[str, Constraint]] = {
+        "ridge": Checked(check_nonnegative_scalar),
+        "residuals": Options("trained", "returns"),
+    }
+
+    def __init__(self, ridge: float = 0.0, residuals: _Residuals = "trained") -> None:
+        self.ridge = ridge
         self.residuals = residuals
 
     def fit(
@@ -605,6 +588,7 @@ class InfluenceFunction(_Attribution):
         weight: Any = None,
         bias: Any = None,
         *,
+        case_ids: Any = None,
         action_names: Any = None,
     ) -> InfluenceFunction:
         """Cache :math:`\\tilde\\Phi\\mathbf H_a^{-1}` and the loss-gradient residuals.
@@ -616,13 +600,15 @@ class InfluenceFunction(_Attribution):
         weight, bias : array-like of shape (|A|, H) and (|A|,), optional
             The trained head :math:`\\hat\\theta` (e.g. ``CaseNetwork.head_weight_``,
             ``head_bias_``). Default: the OLS head on ``Phi`` (a converged head).
-        action_names : array-like of shape (|A|,), optional
-            Kept as ``action_names_`` (default the columns of an ``R`` DataFrame).
+        case_ids, action_names : optional
+            As in :meth:`cbdt.CaseInfluence.fit`; kept as ``case_ids_`` and
+            ``action_names_``.
         """
-        R_in = R
-        damping = check_nonnegative_scalar("damping", self.damping)
-        residuals = _check_residuals(self.residuals)
-        Phi, R = _check_train(Phi, R, self)
+        self._validate_params()
+        damping, residuals = float(self.ridge), self.residuals
+        data = self._validate_data(Phi, R, case_ids=case_ids, action_names=action_names,
+                                   check_phi=_contiguous_phi)
+        Phi, R = data.Phi, data.R
         n, H = Phi.shape
         A = R.shape[1]
         Pt = _augment(Phi)
@@ -650,7 +636,7 @@ class InfluenceFunction(_Attribution):
         self._K = np.ascontiguousarray(_psd_solve_matrix(Hb, Pt.T))
         self._c = (2.0 / A) * res
         self.n_cases_, self.n_features_in_, self.n_actions_ = n, H, A
-        self._set_action_names(action_names, R_in)
+        self._finish_fit(data)
         return self
 
     def hessian(self) -> np.ndarray:
@@ -687,15 +673,16 @@ class RepresenterPoint(_Attribution):
 
     :math:`\\lambda`: Yeh et al. choose it small enough that the regularised head keeps the
     network's predictions. Here :math:`\\lambda n|A| = c\\cdot\\mathrm{tr}(\\tilde G)/(H+1)`
-    with ``relative_lam`` :math:`c = 10^{-3}` (a thousandth of the mean Gram eigenvalue),
-    unless ``lam`` is given.
+    with ``relative_ridge`` :math:`c = 10^{-3}` (a thousandth of the mean Gram eigenvalue),
+    unless ``ridge`` is given.
 
     Parameters
     ----------
-    lam : float, optional
-        :math:`\\lambda > 0` of the mean-loss objective above.
-    relative_lam : float, default=1e-3
-        Used when ``lam`` is None.
+    ridge : float, optional
+        :math:`\\lambda > 0` of the mean-loss objective above (the penalty is called
+        ``ridge`` in every estimator).
+    relative_ridge : float, default=1e-3
+        Used when ``ridge`` is None.
     residuals : {"trained", "returns"}, default="trained"
         ``"trained"``: :math:`\\alpha^{rep}` from the regularised head's residuals (the
         method). ``"returns"``: :math:`\\alpha^{rep}_{i,a} = r_i(a)/(\\lambda n|A|)`
@@ -703,7 +690,8 @@ class RepresenterPoint(_Attribution):
 
     Attributes
     ----------
-    lam_ : float
+    ridge_ : float
+        The :math:`\\lambda` used.
     weight_ : ndarray of shape (H+1, |A|)
         :math:`\\Theta^\\lambda` (last row: bias).
     representer_values_ : ndarray of shape (n, |A|)
@@ -712,44 +700,52 @@ class RepresenterPoint(_Attribution):
 
     name = "Representer Point"
 
+    _parameter_constraints: ClassVar[dict[str, Constraint]] = {
+        "residuals": Options("trained", "returns"),
+    }
+
     def __init__(
         self,
-        lam: float | None = None,
-        relative_lam: float = 1e-3,
+        ridge: float | None = None,
+        relative_ridge: float = 1e-3,
         residuals: _Residuals = "trained",
     ) -> None:
-        self.lam = lam
-        self.relative_lam = relative_lam
+        self.ridge = ridge
+        self.relative_ridge = relative_ridge
         self.residuals = residuals
 
-    def fit(self, Phi: Any, R: Any, *, action_names: Any = None) -> RepresenterPoint:
-        """Fit the regularised head and cache the representer values (``action_names`` as
-        in :meth:`ExactCoefficient.fit`)."""
-        R_in = R
-        residuals = _check_residuals(self.residuals)
-        Phi, R = _check_train(Phi, R, self)
+    def fit(
+        self, Phi: Any, R: Any, *, case_ids: Any = None, action_names: Any = None
+    ) -> RepresenterPoint:
+        """Fit the regularised head and cache the representer values (``case_ids`` and
+        ``action_names`` as in :meth:`ExactCoefficient.fit`)."""
+        self._validate_params()
+        residuals = self.residuals
+        data = self._validate_data(Phi, R, case_ids=case_ids, action_names=action_names,
+                                   check_phi=_contiguous_phi)
+        Phi, R = data.Phi, data.R
         n, H = Phi.shape
         A = R.shape[1]
         Pt = _augment(Phi)
         G = Pt.T @ Pt
-        if self.lam is None:
-            c = check_nonnegative_scalar("relative_lam", self.relative_lam)
+        if self.ridge is None:
+            c = check_nonnegative_scalar("relative_ridge", self.relative_ridge)
             if c == 0:
-                raise InputError("relative_lam must be > 0 (the representer theorem needs it).")
+                raise InputError("relative_ridge must be > 0 (the representer theorem needs it).")
             lam = c * np.trace(G) / (H + 1) / (n * A)
         else:
-            lam = check_nonnegative_scalar("lam", self.lam)
+            lam = check_nonnegative_scalar("ridge", self.ridge)
             if lam == 0:
-                raise InputError("lam must be > 0 (the representer theorem needs it).")
+                raise InputError("ridge must be > 0 (the representer theorem needs it).")
         rho = lam * n * A
         theta = linalg.cho_solve(linalg.cho_factor(G + rho * np.eye(H + 1)), Pt.T @ R)
         res = R - Pt @ theta if residuals == "trained" else R.copy()
-        self.lam_ = float(lam)
+        self.ridge_ = float(lam)
         self.weight_ = theta
         self.representer_values_ = res / rho
         self._PtT = np.ascontiguousarray(Pt.T)  # (H+1, n)
         self.n_cases_, self.n_features_in_, self.n_actions_ = n, H, A
-        self._set_action_names(action_names, R_in)
+        self._finish_fit(data)
         return self
 
     def head_scores(self, phi: Any) -> np.ndarray:
@@ -820,16 +816,19 @@ class TracIn(_Attribution):
     name = "TracIn"
 
     def fit(
-        self, checkpoints: Sequence[HeadCheckpoint], R: Any, *, action_names: Any = None
+        self,
+        checkpoints: Sequence[HeadCheckpoint],
+        R: Any,
+        *,
+        case_ids: Any = None,
+        action_names: Any = None,
     ) -> TracIn:
         """Cache :math:`\\tilde\\varphi_t(x_i)` and :math:`\\eta_t\\tfrac{2}{|A|}(r_i(a) - Q_t(x_i, a))`
         (``action_names`` as in :meth:`ExactCoefficient.fit`)."""
         R_in = R
         if not isinstance(checkpoints, Sequence) or len(checkpoints) == 0:
             raise InputError("checkpoints must be a non-empty sequence of HeadCheckpoint.")
-        R = as_float_matrix("R", R, allow_1d=True)
-        if R.ndim == 1:
-            R = R[:, None]
+        R = check_returns(R, int(np.shape(R)[0]) if np.ndim(R) else 0, stacklevel=2)
         n, A = R.shape
         feats, coefs, res_all = [], [], []
         H = None
@@ -858,7 +857,8 @@ class TracIn(_Attribution):
         self.head_bias_ = np.array(b, dtype=np.float64)
         self.n_checkpoints_ = len(checkpoints)
         self.n_cases_, self.n_features_in_, self.n_actions_ = n, int(H), A
-        self._set_action_names(action_names, R_in)
+        self.case_ids_ = check_case_ids(case_ids, n, checkpoints[-1].features)
+        self.action_names_ = check_action_names(action_names, A, R_in)
         return self
 
     @classmethod
@@ -921,17 +921,20 @@ class InnerProduct(_Attribution):
 
     name = "Inner product"
 
-    def fit(self, Phi: Any, R: Any, *, action_names: Any = None) -> InnerProduct:
-        """Cache :math:`\\Phi^\\top / n` and the returns (``action_names`` as in
-        :meth:`ExactCoefficient.fit`)."""
-        R_in = R
-        Phi, R = _check_train(Phi, R, self)
+    def fit(
+        self, Phi: Any, R: Any, *, case_ids: Any = None, action_names: Any = None
+    ) -> InnerProduct:
+        """Cache :math:`\\Phi^\\top / n` and the returns (``case_ids`` and ``action_names``
+        as in :meth:`ExactCoefficient.fit`)."""
+        data = self._validate_data(Phi, R, case_ids=case_ids, action_names=action_names,
+                                   check_phi=_contiguous_phi)
+        Phi, R = data.Phi, data.R
         n, H = Phi.shape
         self._PT = np.ascontiguousarray(Phi.T / n)
         self._PTR = self._PT @ R  # (H, |A|): scores = phi(x)^T Phi^T R / n
         self.returns_ = R
         self.n_cases_, self.n_features_in_, self.n_actions_ = n, H, R.shape[1]
-        self._set_action_names(action_names, R_in)
+        self._finish_fit(data)
         return self
 
     def weights(self, phi: Any) -> np.ndarray:
@@ -958,8 +961,8 @@ def fit_methods(
     probe_ridge: float = 0.0,
     probe_solver: Literal["auto", "cholesky", "lstsq"] = "auto",
     residuals: _Residuals = "trained",
-    damping: float = 0.0,
-    relative_lam: float = 1e-3,
+    influence_ridge: float = 0.0,
+    relative_ridge: float = 1e-3,
 ) -> dict[str, _Attribution]:
     """Fit all five methods of Table 1 on a trained network's last layer.
 
@@ -973,8 +976,9 @@ def fit_methods(
         For :class:`ExactCoefficient`.
     residuals
         For :class:`InfluenceFunction` and :class:`RepresenterPoint`.
-    damping, relative_lam
-        For :class:`InfluenceFunction` and :class:`RepresenterPoint`.
+    influence_ridge, relative_ridge
+        ``ridge`` of :class:`InfluenceFunction` and ``relative_ridge`` of
+        :class:`RepresenterPoint`.
 
     Returns
     -------
@@ -986,11 +990,11 @@ def fit_methods(
     R = as_float_matrix("R_train", R_train, allow_1d=True)
     methods: dict[str, _Attribution] = {
         ExactCoefficient.name: ExactCoefficient(ridge=probe_ridge, solver=probe_solver).fit(Phi, R),
-        RepresenterPoint.name: RepresenterPoint(relative_lam=relative_lam, residuals=residuals).fit(
+        RepresenterPoint.name: RepresenterPoint(relative_ridge=relative_ridge, residuals=residuals).fit(
             Phi, R
         ),
         TracIn.name: TracIn.from_network(network, X_train, R),
-        InfluenceFunction.name: InfluenceFunction(damping=damping, residuals=residuals).fit(
+        InfluenceFunction.name: InfluenceFunction(ridge=influence_ridge, residuals=residuals).fit(
             Phi, R, weight=network.head_weight_, bias=network.head_bias_
         ),
         InnerProduct.name: InnerProduct().fit(Phi, R),
@@ -1012,7 +1016,7 @@ def method_scores(
     """Contributions of every method for queries ``X`` (raw inputs), each (m, n).
 
     ``action=None`` explains, per method, the decision of the readout it explains
-    (:meth:`_Attribution.contributions`)."""
+    (each method's ``contributions``)."""
     phi = network.represent(X)
     phi_t = None
     out = {}

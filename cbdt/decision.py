@@ -195,6 +195,20 @@ class Similarity:
         return self.kernel(P, Q)
 
     def kernel(self, P: np.ndarray, Q: np.ndarray) -> np.ndarray:  # pragma: no cover
+        """The ``(m, N)`` similarities :math:`s(p_j, q_k)` of problems ``P`` and cases ``Q``.
+
+        Parameters
+        ----------
+        P : ndarray of shape (m, d)
+            The problems.
+        Q : ndarray of shape (N, d)
+            The cases' problems.
+
+        Returns
+        -------
+        ndarray of shape (m, N)
+            Non-negative similarities.
+        """
         raise NotImplementedError
 
     @staticmethod
@@ -552,7 +566,7 @@ def select_bandwidth(
 
 
 def decision_margin(scores: Any, action: Any | None = None) -> np.ndarray:
-    """Margin of a decision: :math:`Q(x, a) - \\max_{b \ne a} Q(x, b)`.
+    """Margin of a decision: :math:`Q(x, a) - \\max_{b \\ne a} Q(x, b)`.
 
     With ``action=None``, ``a`` is the best action and the margin is the best minus the
     second-best score (0 for a tie). Positive when ``a`` is the unique best action, negative

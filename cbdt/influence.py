@@ -18,40 +18,61 @@ With Tikhonov regularisation the Gram matrix becomes :math:`G + \\lambda M` (eq.
 from __future__ import annotations
 
 import json
-import numbers
-import warnings
-from collections.abc import Iterator
-from typing import Any, Literal
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 from scipy import linalg
 
-from ._params import ParamsMixin, read_saved_params
+from ._base import (
+    Boolean,
+    CaseEstimator,
+    Checked,
+    Constraint,
+    FitData,
+    Options,
+    PositiveInteger,
+    Real,
+)
+from ._params import read_saved_params
 from ._query import CaseQueryMixin
-from ._ranking import max_row_norm, rank_block, rank_dask, scan_top_k
+from ._ranking import RowNormBounds, block_max_row_norms, rank_dask, rank_direct, scan_top_k
 from ._results import Explanation, TopCases
 from ._savefile import open_npz
-from ._tsqr import block_rows, factor_memory, qr_r
+from ._tsqr import block_rows, factor_memory, min_norm_svd, qr_r
 from ._validation import (
     as_float_matrix,
     check_action_names,
-    check_case_ids,
-    check_feature_names,
-    check_finite,
     check_nonnegative_scalar,
-    check_same_index,
-    dtype_eps,
     storable_ids,
 )
-from .exceptions import InputError, NotFittedError, RankDeficientError, ReturnsWarning
+from .exceptions import InputError, NotFittedError, RankDeficientError
 
 __all__ = ["CaseInfluence", "CaseQueryMixin", "TopCases", "Explanation"]
 
 _EPS = np.finfo(np.float64).eps
 
 
-class CaseInfluence(CaseQueryMixin, ParamsMixin):
+@dataclass(frozen=True)
+class _Solution:
+    """What :meth:`CaseInfluence._solve_readout` hands to the later steps of ``fit``."""
+
+    R0: np.ndarray  # the factor of [s Phi, t 1] without ridge rows
+    V: np.ndarray  # readout in the rescaled coordinates
+    L: np.ndarray | None  # ridge rows
+    rank: int  # rank of the factored matrix (with ridge rows)
+    rank_phi: int  # rank of [Phi, 1]
+    cond: float
+    tol: float
+    solver: str
+
+
+class CaseInfluence(CaseQueryMixin, CaseEstimator):
     """Exact case-influence decomposition of an OLS (or ridge) readout (Proposition 1).
+
+    All parameters are keyword arguments of the constructor; :meth:`get_params` and
+    :meth:`set_params` follow scikit-learn, so ``sklearn.base.clone`` works.
 
     Parameters
     ----------
@@ -69,7 +90,9 @@ class CaseInfluence(CaseQueryMixin, ParamsMixin):
         ``"lstsq"`` uses the singular value decomposition of that factor and gives the
         *minimum-norm* readout and coefficients when :math:`\\Phi` is rank-deficient
         (:math:`\\alpha = \\Phi G^{+}\\varphi(x)`, the minimum-norm solution of
-        :math:`\\Phi^\\top\\beta = \\varphi(x)`). ``"auto"`` resolves to ``"cholesky"``:
+        :math:`\\Phi^\\top\\beta = \\varphi(x)`; with an intercept, of
+        :math:`[\\Phi, 1]^\\top\\beta = [\\varphi(x); 1]` in these coordinates, whatever
+        scaling the fit uses inside). ``"auto"`` resolves to ``"cholesky"``:
         Proposition 1 assumes full column rank, so a rank-deficient memory is reported rather
         than silently answered by another estimator. ``"cholesky_or_lstsq"`` asks for that
         answer: ``"cholesky"`` where it applies, else ``"lstsq"`` (no error, no warning; the
@@ -105,9 +128,6 @@ class CaseInfluence(CaseQueryMixin, ParamsMixin):
         :math:`\\mathrm{cond}(\\Phi) \\approx 10^8`; see :mod:`cbdt._tsqr`).
         ``"householder_tsqr"``: always the Householder TSQR (slower, the reference path).
 
-    All parameters are keyword arguments of the constructor; :meth:`get_params` and
-    :meth:`set_params` follow scikit-learn, so ``sklearn.base.clone`` works.
-
     Attributes
     ----------
     readout_ : ndarray of shape (H, |A|)
@@ -119,8 +139,7 @@ class CaseInfluence(CaseQueryMixin, ParamsMixin):
     n_cases_ : int
         Number of training cases ``n``.
     n_features_in_ : int
-        Representation width ``H`` (scikit-learn's name; ``n_features_`` is a deprecated
-        alias).
+        Representation width ``H`` (scikit-learn's name).
     feature_names_in_ : ndarray of str objects, shape (H,)
         The column names of a ``Phi`` DataFrame whose names are all strings (scikit-learn's
         rule); absent otherwise. A query DataFrame must then have these columns in this
@@ -142,7 +161,9 @@ class CaseInfluence(CaseQueryMixin, ParamsMixin):
         Condition number of the factored matrix :math:`G + \\lambda M`. With an intercept,
         the constant coordinate is first balanced against the columns of :math:`\\Phi` (an
         exact power of two, which leaves :math:`\\alpha`, the readout and the intercept
-        unchanged), so the number does not depend on the units of :math:`\\Phi`.
+        unchanged at full column rank; the minimum-norm solve of a rank-deficient memory is
+        taken in the user's coordinates :math:`[\\Phi, 1]`, as ``np.linalg.lstsq`` would),
+        so the number does not depend on the units of :math:`\\Phi`.
     solver_ : str
         ``"cholesky"`` or ``"lstsq"``.
     factorization_ : str
@@ -200,7 +221,19 @@ class CaseInfluence(CaseQueryMixin, ParamsMixin):
     Ranking: :meth:`top_cases`, :meth:`explain` and :func:`cbdt.audit.audit_signals` form
     the contributions in cache-sized blocks, screen each block in float32 (a bound on the
     float32 error keeps every case that could enter the top k) and recompute the survivors in
-    float64, so the ranking is the float64 one at about the cost of a float32 GEMM.
+    float64, so the ranking is the float64 one at about the cost of a float32 GEMM. "Exact"
+    means: the top k of the library's own float64 evaluation of each :math:`\\psi_i` (one
+    per query and case, ties to the lower case index, the same in any batch). It is not
+    promised to equal a stable sort of :meth:`contributions`, which forms the same numbers by
+    another product (GEMM or GEMV): the two agree to rounding, and may order two cases whose
+    contributions lie within a few ulps of each other differently.
+
+    Paths: a memmap or dask fit agrees with the in-memory fit of the same ``Phi`` within a
+    bound in :math:`\\mathrm{cond}(\\Phi)\\,\\epsilon` (each path's coefficients are
+    within :math:`10\\,\\epsilon\\,\\mathrm{cond}(\\Phi)` of the exact ones), not bit for
+    bit; with an intercept, for example, a memmap query adds the constant's term after the
+    product with ``Phi`` while the in-memory copy ``[Phi, 1]`` carries it inside, so their
+    top-k contributions may differ in the last bit.
 
     Threads: queries on an in-memory fit use only numpy's BLAS; the ranking scan and the
     fit's QR folds pin BLAS to one thread and run on as many Python threads as numpy's BLAS
@@ -246,6 +279,21 @@ class CaseInfluence(CaseQueryMixin, ParamsMixin):
     #: Shown by ``repr`` whatever their value; the other parameters only when not default.
     _REPR_ALWAYS = ("ridge", "intercept", "solver", "ridge_metric")
 
+    _parameter_constraints: ClassVar[dict[str, Constraint]] = {
+        "ridge": Checked(check_nonnegative_scalar),
+        "intercept": Boolean(),
+        "solver": Options("auto", "cholesky", "lstsq", "cholesky_or_lstsq"),
+        "max_condition": Real(1.0, finite=False),
+        "chunk_size": PositiveInteger(),
+        "batch_size": PositiveInteger(),
+        "topk_block_entries": PositiveInteger(),
+        "progress": Boolean(),
+        "factorization": Options(
+            "auto", "householder_tsqr",
+            hint="'auto' is CholeskyQR2, with the Householder TSQR as its guarded fallback.",
+        ),
+    }
+
     def __repr__(self) -> str:
         metric = "None" if self.ridge_metric is None else "<matrix>"
         extra = "".join(
@@ -257,15 +305,6 @@ class CaseInfluence(CaseQueryMixin, ParamsMixin):
             f"CaseInfluence(ridge={self.ridge!r}, intercept={self.intercept!r}, "
             f"solver={self.solver!r}, ridge_metric={metric}{extra})"
         )
-
-    def _check_tunables(self) -> None:
-        mc = self.max_condition
-        if not isinstance(mc, numbers.Real) or isinstance(mc, bool) or not mc >= 1:
-            raise InputError(f"max_condition must be a number >= 1, got {mc!r}.")
-        for name in ("chunk_size", "batch_size", "topk_block_entries"):
-            v = getattr(self, name)
-            if not isinstance(v, numbers.Integral) or isinstance(v, bool) or v < 1:
-                raise InputError(f"{name} must be a positive integer, got {v!r}.")
 
     # ------------------------------------------------------------------ fitting
     def fit(
@@ -314,94 +353,84 @@ class CaseInfluence(CaseQueryMixin, ParamsMixin):
         its first, and the seminormal form of a minimum-norm problem is as accurate as the QR
         form, Paige 1973).
         """
-        ridge = check_nonnegative_scalar("ridge", self.ridge)
-        self._check_tunables()
-        if self.solver not in ("auto", "cholesky", "lstsq", "cholesky_or_lstsq"):
-            raise InputError(
-                "solver must be 'auto', 'cholesky', 'lstsq' or 'cholesky_or_lstsq', got "
-                f"{self.solver!r}."
-            )
-        if self.factorization not in ("auto", "householder_tsqr"):
-            raise InputError(
-                "factorization must be 'auto' (CholeskyQR2, with the Householder TSQR as its "
-                f"guarded fallback) or 'householder_tsqr', got {self.factorization!r}."
-            )
-        if not isinstance(self.intercept, bool | np.bool_):
-            raise InputError(f"intercept must be True or False, got {self.intercept!r}.")
-        check_same_index(Phi, R)  # pandas Phi and R: rows are paired by position
-        Phi_frame = Phi
+        self._validate_params()
         # rank is judged in the precision Phi was computed in (TorchCaseInfluence passes the
         # layer's dtype, its Phi being float64 already)
-        data_eps = self.__dict__.pop("_phi_eps", None) or dtype_eps(Phi)
-        Phi, kind = self._check_phi(Phi)
-        n, H = Phi.shape
-        ids = check_case_ids(case_ids, n, Phi_frame)
-        R_in = R
-        R = as_float_matrix("R", R, allow_1d=True, finite=False)
-        if R.ndim == 1:
-            labels = np.unique(R[np.isfinite(R)])
-            if labels.size >= 3 and np.all(labels == np.round(labels)):
-                warnings.warn(
-                    f"R is one column of {labels.size} distinct integer values: it is fitted as "
-                    "the returns of ONE action, not as class labels. For a classifier pass "
-                    "cbdt.returns_from_labels(y), one action per class.",
-                    ReturnsWarning,
-                    stacklevel=2,
-                )
-            R = R[:, None]
-        if R is R_in or not R.flags.owndata:
-            # cached: editing the caller's R later (an array, a DataFrame or a tensor, whose
-            # numpy view shares its memory) must not break Prop. 1
-            R = np.array(R, dtype=np.float64, order="C")
-        R.setflags(write=False)
-        check_finite("R", R, hint="returns r_i(a) must be finite for every case and action")
-        if R.shape[0] != n:
-            raise InputError(
-                f"Phi has {n} rows (training cases) but R has {R.shape[0]}; row i of both must "
-                "belong to training case i."
-            )
-        # action names (H3): R's DataFrame columns or action_names=, default 0..|A|-1
-        names = check_action_names(action_names, R.shape[1], R_in)
-        metric = self._check_metric(H)
-        Hp = H + int(self.intercept)
+        data = self._validate_data(Phi, R, case_ids=case_ids, action_names=action_names,
+                                   check_phi=self._check_phi,
+                                   eps=self.__dict__.pop("_phi_eps", None))
+        self._release()
+        fac, ridge_rows = self._factor_memory(data)
+        sol = self._solve_readout(fac, data, ridge_rows)
+        V = self._keep_memory(fac, data, sol)
+        self._set_fitted(sol.R0, data.R, V, data.n, data.H, sol.rank_phi, sol.cond, sol.solver)
+        self._norms = self._case_norms(fac.row_norms)
+        self._finish_fit(data)
+        return self
 
-        # One triangular factor of [s Phi, t 1] and Q^T R: CholeskyQR2, or the Householder
-        # TSQR where CholeskyQR2 cannot be trusted (cbdt._tsqr). s and t are exact powers of
-        # two: s keeps the squares of Phi in float64's range (s = 1 for every other Phi),
-        # t balances the constant column against the columns of [Phi; ridge rows] (alpha
-        # does not depend on the scale of any coordinate, Appendix B, but cond([s Phi, t 1])
-        # does).
-        def ridge_rows(scale: float) -> np.ndarray | None:
-            if ridge == 0:
-                return None
-            L = np.zeros((H, Hp))  # lambda |v|^2 = lambda s^2 |v_s|^2 for v_s = v / s
-            if self.ridge_metric is None:  # M = I: the rows sqrt(lam) I
-                L[:, :H] = np.eye(H) * (np.sqrt(ridge) * scale)
-            else:  # M = U diag(w) U^T: the rows sqrt(lam w) U^T
-                w, U = linalg.eigh(metric)
-                L[:, :H] = (np.sqrt(np.clip(w, 0.0, None) * ridge) * scale)[:, None] * U.T
-            return L
-
-        # a refit releases the previous fit's memory first (its pages are reused, and two
-        # copies of Phi never coexist); until this fit completes the estimator is not fitted
-        for name in ("_V", "_Phi", "_dual", "_rank_memo", "_dual_public"):
+    # the named steps of fit ----------------------------------------------------------
+    def _release(self) -> None:
+        """A refit releases the previous fit's memory first (its pages are reused, and two
+        copies of Phi never coexist); until this fit completes the estimator is not fitted."""
+        for name in ("_V", "_Phi", "_dual", "_norms", "_dual_public"):
             self.__dict__.pop(name, None)
+
+    def _ridge_rows(self, H: int, scale: float) -> np.ndarray | None:
+        """The rows :math:`\\sqrt\\lambda M^{1/2}` (in the rescaled coordinates
+        ``scale * phi``) folded into the factor, or None without a ridge."""
+        ridge = float(self.ridge)
+        if ridge == 0:
+            return None
+        Hp = H + int(self.intercept)
+        L = np.zeros((H, Hp))  # lambda |v|^2 = lambda s^2 |v_s|^2 for v_s = v / s
+        if self.ridge_metric is None:  # M = I: the rows sqrt(lam) I
+            L[:, :H] = np.eye(H) * (np.sqrt(ridge) * scale)
+        else:  # M = U diag(w) U^T: the rows sqrt(lam w) U^T
+            w, U = linalg.eigh(self._check_metric(H))
+            L[:, :H] = (np.sqrt(np.clip(w, 0.0, None) * ridge) * scale)[:, None] * U.T
+        return L
+
+    def _factor_memory(self, data: FitData) -> tuple[Any, Callable[[float], np.ndarray | None]]:
+        """One triangular factor of ``[s Phi, t 1]`` and ``Q^T R`` (eq. 7-8).
+
+        CholeskyQR2, or the Householder TSQR where CholeskyQR2 cannot be trusted
+        (:mod:`cbdt._tsqr`). ``s`` and ``t`` are exact powers of two: ``s`` keeps the squares
+        of Phi in float64's range (``s = 1`` for every other Phi), ``t`` balances the
+        constant column against the columns of ``[Phi; ridge rows]`` (alpha does not depend
+        on the scale of any coordinate, Appendix B, but ``cond([s Phi, t 1])`` does).
+        """
+        self._check_metric(data.H)
+
+        def ridge_rows(scale: float) -> np.ndarray | None:
+            return self._ridge_rows(data.H, scale)
+
+        Hp = data.H + int(self.intercept)
         fac = factor_memory(
-            Phi, R, kind=kind, intercept=bool(self.intercept), chunk_size=self.chunk_size,
-            threads=self._fit_threads(n, Hp, kind), ridge_scaled=ridge_rows,
-            householder=self.factorization == "householder_tsqr",
+            data.Phi, data.R, kind=data.kind, intercept=bool(self.intercept),
+            chunk_size=self.chunk_size, threads=self._fit_threads(data.n, Hp, data.kind),
+            ridge_scaled=ridge_rows, householder=self.factorization == "householder_tsqr",
         )
-        scale, const = fac.scale, fac.const
-        self._scale, self._const = scale, const
+        self._scale, self._const = fac.scale, fac.const
         self.factorization_ = fac.method
         self.orthogonality_loss_ = fac.omega
         self._fallback_reason = fac.reason
         self._fit_passes = fac.passes  # reads of Phi, in whole passes
+        return fac, ridge_rows
+
+    def _solve_readout(
+        self, fac: Any, data: FitData, ridge_rows: Callable[[float], np.ndarray | None]
+    ) -> _Solution:
+        """Rank, condition number and the readout ``V`` from the factor (eq. 8/11): the
+        Cholesky-like triangular solve at full rank, else the minimum-norm SVD solve."""
+        n, H = data.n, data.H
+        Hp = H + int(self.intercept)
+        ridge = float(self.ridge)
+        scale, const = fac.scale, fac.const
         L = ridge_rows(scale)
         R0 = np.ascontiguousarray(fac.R)
         Tf = np.hstack([R0, fac.C])
         if L is not None:  # R_lam^T R_lam = G + lam M: one QR of the factor over the ridge rows
-            Tf = qr_r(np.vstack([Tf, np.hstack([L, np.zeros((H, R.shape[1]))])]))[:Hp]
+            Tf = qr_r(np.vstack([Tf, np.hstack([L, np.zeros((H, data.R.shape[1]))])]))[:Hp]
         Rf, Cf = np.ascontiguousarray(Tf[:, :Hp]), np.ascontiguousarray(Tf[:, Hp:])
 
         solver = "lstsq" if self.solver == "lstsq" else "cholesky"
@@ -411,7 +440,7 @@ class CaseInfluence(CaseQueryMixin, ParamsMixin):
             Uf, sv, Wt = linalg.svd(Rf, check_finite=False)
         # singular values of [Phi; sqrt(lam) M^1/2] give rank and condition number
         # (with a ridge, its exact rows make the factored matrix full rank: float64's rule)
-        solve_eps = data_eps if L is None else _EPS
+        solve_eps = data.eps if L is None else _EPS
         tol, rank, cond = self._rank_cond(sv, n, Hp, solve_eps)
         if solver == "cholesky" and self.solver == "cholesky_or_lstsq" and (
                 rank < Hp or cond > self.max_condition):
@@ -422,7 +451,7 @@ class CaseInfluence(CaseQueryMixin, ParamsMixin):
             rank_phi = rank
         else:  # rank_ is that of Phi (with the constant column), not of [Phi; sqrt(lam) M^1/2]
             sv0 = linalg.svdvals(R0, check_finite=False)
-            rank_phi = self._rank_cond(sv0, n, Hp, data_eps)[1] if sv0[0] > 0 else 0
+            rank_phi = self._rank_cond(sv0, n, Hp, data.eps)[1] if sv0[0] > 0 else 0
         if solver == "cholesky":
             if rank < Hp or cond > self.max_condition:
                 raise RankDeficientError(
@@ -443,37 +472,52 @@ class CaseInfluence(CaseQueryMixin, ParamsMixin):
                     condition_number=cond,
                 )
             keep = sv > tol
-            W = np.ascontiguousarray(Wt[keep].T)
-            self._factor, self._eig = None, (W, sv[keep] ** 2)
-            V = W @ ((Uf[:, keep].T @ Cf) / sv[keep][:, None])  # minimum-norm LS solution
+            if rank < Hp and self.intercept and scale != const:
+                # the minimum norm in the user's coordinates [Phi, 1], not in the balanced
+                # ones [s Phi, t 1] (the same solution only at full column rank)
+                Uk, sk, W, Wr = min_norm_svd(Rf, rank, scale / const, tol)
+            else:
+                Uk, sk, W = Uf[:, keep], sv[keep], np.array(Wt[keep].T)
+                Wr = W
+            corrected = Wr is not W
+            W = np.ascontiguousarray(W)
+            Wr = np.ascontiguousarray(Wr) if corrected else W
+            # z = W S^-2 W_r^T rhs (alpha = X z); W_r = W but for the user-coordinate
+            # correction (cbdt._tsqr.min_norm_svd)
+            self._factor, self._eig = None, (W, sk**2, Wr)
+            V = Wr @ ((Uk.T @ Cf) / sk[:, None])  # minimum-norm LS solution
+        return _Solution(R0, V, L, rank, rank_phi, cond, tol, solver)
+
+    def _keep_memory(self, fac: Any, data: FitData, sol: _Solution) -> np.ndarray:
+        """What a query reads: the dual matrix, the fit's copy of ``Phi`` or the caller's
+        memmap / dask ``Phi``; returns the readout (with a ridge, from the same solves as
+        the coefficients)."""
+        kind, Hp = data.kind, data.H + int(self.intercept)
+        V, L = sol.V, sol.L
         self._kind = kind
         self._dual = None
-        if kind == "array" and rank < Hp:
+        if kind == "array" and sol.rank < Hp:
             # minimum norm on a rank-deficient memory: the seminormal form would divide by the
             # squares of tiny singular values, so the dual matrix is formed from a thin Q
-            self._dual, V = self._min_norm_dual(fac.memory, L, rank, R)
+            self._dual, V = self._min_norm_dual(fac.memory, L, sol.rank, data.R, sol.tol)
             self._Phi = None
         elif kind == "array" and self._factor is not None and (
-                n * Hp <= self._DUAL_ENTRIES or n < self._DUAL_ASPECT * Hp):
+                data.n * Hp <= self._DUAL_ENTRIES or data.n < self._DUAL_ASPECT * Hp):
             # a small memory, or a wide one (a query's two H' x H' solves would cost more than
             # a few % of its product with Phi): the dual matrix (two triangular solves at fit
             # time) replaces the copy, so a query is one product, no solve
             self._dual, self._Phi = self._dual_from(fac.memory), None
             if L is not None:
-                V = self._solve(R0.T @ fac.C)
+                V = self._solve(sol.R0.T @ fac.C)
         else:  # the fit's copy [s Phi, 1] (in memory), or the memmap / dask Phi itself
-            self._Phi = fac.memory if kind == "array" else Phi
+            self._Phi = fac.memory if kind == "array" else data.Phi
             if L is not None:
-                V = self._solve(R0.T @ fac.C)
+                V = self._solve(sol.R0.T @ fac.C)
         # With a ridge the readout is taken from the same solves as the coefficients,
         # V = (G + lam M)^-1 Phi^T R: the QR readout R_lam^-1 Q^T [R; 0] loses digits as
         # lam / |G| grows (relative error ~ eps sqrt(lam / |G|)), and the scores would drift
         # from alpha @ R (Prop. 1) by as much.
-        self._set_fitted(R0, R, V, n, H, rank_phi, cond, solver)
-        self.case_ids_ = ids
-        self.action_names_ = names
-        check_feature_names(self, Phi_frame, reset=True, name="Phi")  # feature_names_in_
-        return self
+        return V
 
     def _set_fitted(
         self,
@@ -504,6 +548,7 @@ class CaseInfluence(CaseQueryMixin, ParamsMixin):
         self.returns_ = R
         self._returns_t = np.ascontiguousarray(R.T)
         self._returns_absmax = float(np.abs(R).max())
+        self._returns_actmax = np.abs(self._returns_t).max(axis=1)  # max |r| per action
         for arr in (R, self._returns_t, V, R0):
             arr.setflags(write=False)
         self.n_cases_ = n
@@ -549,13 +594,17 @@ class CaseInfluence(CaseQueryMixin, ParamsMixin):
         ridge_rows: np.ndarray | None,
         rank: int,
         R: np.ndarray,
+        tol: float,
     ) -> tuple[np.ndarray, np.ndarray]:
         """Dual matrix ``D = X R_q^+ R_q^+T`` of the minimum-norm solver on a rank-deficient
         memory (n, H'), read-only, and the readout ``D^T R`` of the same factors.
 
         The seminormal form would divide by the squares of the tiny singular values, so use
         the thin Q of ``[X; sqrt(lam) M^1/2] = Q R_q`` with ``R_q = U S W^T``: ``alpha = Q U_k
-        S_k^-1 W_k^T phi`` (no pseudo-inverse formed); ``X = [s Phi, t 1]``.
+        S_k^-1 W_k^T phi`` (no pseudo-inverse formed); ``X = [s Phi, t 1]``. With an
+        intercept the minimum norm is that of the user's coordinates ``[Phi, 1]``: ``W_k^T``
+        becomes ``W_r^T`` (:func:`cbdt._tsqr.min_norm_svd`; ``tol`` is the rank tolerance of
+        the singular values).
         """
         n = memory.shape[0]
         X = np.array(memory)
@@ -564,11 +613,12 @@ class CaseInfluence(CaseQueryMixin, ParamsMixin):
         if ridge_rows is not None:
             X = np.vstack([X, ridge_rows])
         Q, Rq = linalg.qr(X, mode="economic", overwrite_a=True, check_finite=False)
-        U, sv, Wt = linalg.svd(Rq, check_finite=False)
-        QU = Q[:n] @ U[:, :rank]
-        D = (QU / sv[:rank]) @ Wt[:rank]
+        U, sv, _, Wr = min_norm_svd(
+            Rq, rank, self._scale / self._const if self.intercept else 1.0, tol)
+        QU = Q[:n] @ U
+        D = (QU / sv) @ Wr.T
         D.setflags(write=False)
-        return D, Wt[:rank].T @ ((QU.T @ R) / sv[:rank, None])
+        return D, Wr @ ((QU.T @ R) / sv[:, None])
 
     # ------------------------------------------------------------------ persistence
     _FORMAT = 3
@@ -619,7 +669,9 @@ class CaseInfluence(CaseQueryMixin, ParamsMixin):
         if self._factor is not None:
             arrays["factor"] = self._factor
         else:
-            arrays["eig_W"], arrays["eig_w"] = self._eig
+            arrays["eig_W"], arrays["eig_w"], Wr = self._eig
+            if Wr is not arrays["eig_W"]:  # the user-coordinate correction (optional entry)
+                arrays["eig_Wr"] = Wr
         if include_phi:
             if self._dual is not None:
                 arrays["dual"] = self._dual
@@ -682,6 +734,7 @@ class CaseInfluence(CaseQueryMixin, ParamsMixin):
             "memory": (n, Hp),
             "Phi": (n, H),
             "eig_W": (Hp, None),
+            "eig_Wr": (Hp, None),
             "eig_w": (None,),
             "case_ids": (n,),
             "action_names": (A,),
@@ -707,7 +760,8 @@ class CaseInfluence(CaseQueryMixin, ParamsMixin):
         if "factor" in f:
             ci._factor, ci._eig = f["factor"], None
         else:
-            ci._factor, ci._eig = None, (f["eig_W"], f["eig_w"])
+            W = f["eig_W"]
+            ci._factor, ci._eig = None, (W, f["eig_w"], f["eig_Wr"] if "eig_Wr" in f else W)
         ci._dual = f["dual"] if "dual" in f else None
         if "memory" in f:  # the fit's copy [s Phi, 1]
             ci._Phi, ci._kind = f["memory"], "array"
@@ -734,6 +788,7 @@ class CaseInfluence(CaseQueryMixin, ParamsMixin):
         if "feature_names" in f:  # written since feature_names_in_ exists (same format)
             ci.feature_names_in_ = f["feature_names"].astype(object)
             ci.feature_names_in_.setflags(write=False)
+        ci._norms = ci._case_norms(None)  # the row-norm bounds of the queries, once
         return ci
 
     # ------------------------------------------------------------------ queries
@@ -826,6 +881,36 @@ class CaseInfluence(CaseQueryMixin, ParamsMixin):
     # ------------------------------------------------------------------ internals
     # entries (queries x cases) of one cache-sized block of the fused top-k scan
     _SCAN_ENTRIES = 1 << 19
+    # at most this many queries are ranked by direct float64 products (a GEMV or small GEMM
+    # per block of cases, :func:`cbdt._ranking.rank_direct`) at any n: memory-bound, where
+    # the float32 scan's conversion of every block would be extra passes over the memory
+    _DIRECT_QUERIES = 16
+
+    def _case_norms(self, fit_norms: np.ndarray | None = None) -> RowNormBounds | None:
+        """Bounds on the norms of the case-side rows the queries read (:meth:`_chunks`),
+        one per block of :func:`cbdt._tsqr.block_rows` rows; None for dask.
+
+        Taken from the fit's second pass (``fit_norms``: ``max ||s phi_i||`` per block,
+        recorded while each block was in cache), else measured once (a dual matrix, a
+        Householder fit, a loaded estimator) and kept: a query never recomputes them.
+        """
+        have = self.__dict__.get("_norms")
+        if have is not None or self._kind == "dask":
+            return have
+        H = self.n_features_in_
+        rows = block_rows(H + int(self.intercept))
+        if self._dual is None and self._Phi is None:  # saved without Phi: no queries
+            return None
+        if self._dual is None and fit_norms is not None:
+            if self._kind == "array":  # rows [s phi_i, 1] of the fit's copy
+                top = np.hypot(fit_norms, 1.0) if self.intercept else fit_norms
+            else:  # rows phi_i of the memmap: s is a power of two
+                top = fit_norms / self._scale
+        else:
+            X = self._dual if self._dual is not None else self._Phi
+            top = block_max_row_norms(X, rows)
+        self._norms = RowNormBounds(rows, top)  # kept: measured once
+        return self._norms
 
     def _check_phi(self, Phi: Any) -> tuple[Any, str]:
         if _is_dask(Phi):
@@ -969,8 +1054,8 @@ class CaseInfluence(CaseQueryMixin, ParamsMixin):
             Rf = self._factor
             z = linalg.solve_triangular(Rf, rhs, trans="T", check_finite=False)
             return linalg.solve_triangular(Rf, z, check_finite=False)
-        W, w = self._eig
-        return W @ ((W.T @ rhs) / w[:, None])
+        W, w, Wr = self._eig
+        return W @ ((Wr.T @ rhs) / w[:, None])
 
     def _need_memory(self) -> None:
         if self._dual is None and self._Phi is None:
@@ -993,9 +1078,9 @@ class CaseInfluence(CaseQueryMixin, ParamsMixin):
                 y = trsv(L, rhs[:, j], lower=1)  # R^T y = L y = rhs
                 out[:, j] = trsv(L, y, lower=1, trans=1, overwrite_x=1)  # R z = L^T z = y
             return out
-        W, w = self._eig
+        W, w, Wr = self._eig
         for j in range(rhs.shape[1]):
-            out[:, j] = W @ ((rhs[:, j] @ W) / w)
+            out[:, j] = W @ ((rhs[:, j] @ Wr) / w)
         return out
 
     def _query_side(self, Q: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
@@ -1095,8 +1180,10 @@ class CaseInfluence(CaseQueryMixin, ParamsMixin):
 
         One fused pass over the case memory for all queries: cache-sized blocks of
         coefficients are formed by GEMM, weighted, keyed and merged into running top-k lists
-        (:func:`scan_top_k`), for ``batch_size`` queries at a time; one small block (one
-        query: a GEMV) is formed and ranked directly (:func:`rank_block`). Every path
+        (:func:`scan_top_k`), for ``batch_size`` queries at a time. One query, or up to
+        ``_DIRECT_QUERIES`` (and any small block), is ranked by direct float64 products
+        instead: a GEMV (or small GEMM) per block of cases, ranked exactly per block and
+        merged (:func:`cbdt._ranking.rank_direct`), at any n. Every path
         screens with a rounding bound and takes its keys and values from
         :func:`cbdt._ranking._psi`, one evaluation of :math:`\\psi_i` (eq. 15) per (query,
         case), so a query's cases, its ties (to the lower case index) and its values do not
@@ -1106,22 +1193,16 @@ class CaseInfluence(CaseQueryMixin, ParamsMixin):
         self._need_memory()
         m = Q.shape[0]
         Rt = self._returns_t if weight == "psi" else None
-        X = self._dual if self._dual is not None else (
-            self._Phi if self._kind == "array" else None)
-        if X is not None and m <= self.batch_size and m * self.n_cases_ <= self._SCAN_ENTRIES:
-            # one small block (one query: a GEMV): formed, bounded and refined directly; the
-            # largest row norm of the memory and returns per action are kept from the first
-            # call
-            memo = getattr(self, "_rank_memo", None)
-            if memo is None or memo[0] is not X or memo[1] is not self._returns_t:
-                memo = (X, self._returns_t, max_row_norm(X),
-                        np.abs(self._returns_t).max(axis=1))
-                self._rank_memo = memo
-            Y, _ = self._query_side(Q)
-            Yt = np.ascontiguousarray(Y.T)
-            B = np.matmul(X, Yt[0])[None, :] if m == 1 else Yt @ X.T
-            return rank_block(B, Yt, X, Rt, acts, k, key, memo[2], memo[3],
-                               self._returns_absmax)
+        if self._kind != "dask" and m <= self.batch_size and (
+                m <= self._DIRECT_QUERIES or m * self.n_cases_ <= self._SCAN_ENTRIES):
+            # one query or a few: a GEMV (or small GEMM) per block of cases, formed, bounded
+            # with the fit's row-norm bounds and refined directly (memory-bound like the
+            # floor: no float32 copy of the memory, no norms recomputed)
+            Y, bias = self._query_side(Q)
+            keys, idx, vals = rank_direct(self._chunks(), Y, bias, Rt, acts, k, key,
+                                          self._case_norms(), self._returns_actmax,
+                                          self._returns_absmax)
+            return idx, keys, vals
         idx = np.empty((m, k), dtype=np.intp)
         keys = np.empty((m, k))
         vals = np.empty((m, k))
@@ -1137,6 +1218,7 @@ class CaseInfluence(CaseQueryMixin, ParamsMixin):
                 best = scan_top_k(
                     self._chunks(), Y, bias, Rt, ap, k, key, self._SCAN_ENTRIES, self.n_cases_,
                     self._threads(sl.stop - sl.start), self._returns_absmax,
+                    self._case_norms(),
                 )
             rows = np.arange(sl.start, sl.stop)[perm]
             keys[rows], idx[rows], vals[rows] = best

@@ -15,7 +15,7 @@ ROC AUC
     Probability that a random positive scores higher than a random negative, ties counting one
     half (the Mann-Whitney statistic divided by :math:`n_+ n_-`).
 Recall at a review budget
-    A reviewer checks the :math:`\\lceil b\\, n\rceil` decisions with the highest score; the
+    A reviewer checks the :math:`\\lceil b\\, n\\rceil` decisions with the highest score; the
     recall is the share of all wrong decisions among them (ties in the score broken by input
     order, or their exact expectation under a random order).
 Paired test
@@ -229,7 +229,7 @@ def roc_auc(scores: Any, labels: Any, *, single_class: Literal["raise", "nan"] =
 
 
 def review_size(budget: float, n: int) -> int:
-    """Decisions a reviewer checks at a budget: :math:`\\lceil b\\, n\rceil`.
+    """Decisions a reviewer checks at a budget: :math:`\\lceil b\\, n\\rceil`.
 
     ``budget * n`` is rounded to 9 decimals first, so a budget of 0.1 of 30 decisions reviews
     3 (in floating point ``0.1 * 30`` is ``3.0000000000000004``).

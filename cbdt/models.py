@@ -18,7 +18,6 @@ from __future__ import annotations
 import copy
 import numbers
 import random
-import warnings
 from dataclasses import dataclass, fields
 from typing import Any, Literal
 
@@ -45,7 +44,6 @@ __all__ = [
     "CaseNetwork",
     "Checkpoint",
     "ProbeFidelity",
-    "probe_fidelity",
 ]
 
 _ACTIVATIONS: dict[str, type[nn.Module]] = {"tanh": nn.Tanh, "relu": nn.ReLU}
@@ -593,32 +591,3 @@ class NetworkConfig:
         kw["hidden"] = tuple(kw["hidden"])
         return CaseNetwork(**kw, seed=int(seed))
 
-
-def probe_fidelity(
-    network: CaseNetwork,
-    X_train: Any,
-    R_train: Any,
-    X_test: Any,
-    ridge: float = 0.0,
-    solver: Literal["auto", "cholesky", "lstsq"] = "auto",
-) -> ProbeFidelity:
-    """Deprecated: use ``network.probe_fidelity(X_train, R_train, X_test)`` or
-    :func:`cbdt.torch.probe_fidelity` (one function for a CaseNetwork or any ``nn.Module``).
-
-    Same result as :meth:`CaseNetwork.probe_fidelity` (OLS-probe fidelity
-    :math:`\\rho_{recon}`, Sec. 2.2, 5); emits a ``FutureWarning``.
-
-    Returns
-    -------
-    ProbeFidelity
-    """
-    warnings.warn(
-        "cbdt.models.probe_fidelity(network, X_train, R_train, X_test) is deprecated and will "
-        "be removed; use network.probe_fidelity(X_train, R_train, X_test) or "
-        "cbdt.torch.probe_fidelity(network, None, X_train, R_train, X_test).",
-        FutureWarning,
-        stacklevel=2,
-    )
-    if not isinstance(network, CaseNetwork):
-        raise InputError(f"network must be a CaseNetwork, got {type(network).__name__}.")
-    return network.probe_fidelity(X_train, R_train, X_test, ridge=ridge, solver=solver)

@@ -18,23 +18,20 @@ from __future__ import annotations
 
 import json
 import numbers
-import warnings
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 from scipy import linalg
 
-from ._params import ParamsMixin, read_saved_params
+from ._base import CaseEstimator, Checked, Constraint, Options, PositiveInteger
+from ._params import read_saved_params
 from ._query import CaseQueryMixin
 from ._ranking import scan_top_k
 from ._savefile import open_npz
 from ._validation import (
     as_float_matrix,
     check_action_names,
-    check_case_ids,
-    check_feature_names,
     check_finite,
-    check_same_index,
     storable_ids,
 )
 from .exceptions import InputError, NotFittedError
@@ -46,26 +43,57 @@ _EPS = np.finfo(np.float64).eps
 #: ``ridge=None`` means :math:`\lambda = 10^{-3}\,\mathrm{tr}(G)/H`.
 DEFAULT_RIDGE_MULTIPLE = 1e-3
 
-_UNSET: Any = type("_Unset", (), {"__repr__": lambda self: "<unset>"})()
+
+def _private_phi(Phi: Any) -> tuple[np.ndarray, str]:
+    """A finite, C-ordered, read-only float64 copy of ``Phi`` that never shares the caller's
+    memory (the dual matrix is formed from it once)."""
+    P = np.ascontiguousarray(as_float_matrix("Phi", Phi, finite=False))
+    check_finite("Phi", P, hint="training representations must be finite")
+    if isinstance(Phi, np.ndarray) and np.shares_memory(P, Phi):
+        P = P.copy()
+    P.setflags(write=False)
+    return P, "array"
 
 
-def _deprecated(old: str, new: str, *, stacklevel: int) -> None:
-    """The one-release :class:`FutureWarning` of a renamed Nyström parameter."""
-    warnings.warn(
-        f"NystromCaseInfluence's {old!r} is deprecated and will be removed in the next "
-        f"release; use {new}= (scikit-learn's name), e.g. NystromCaseInfluence(n_components="
-        f"64, random_state=0).",
-        FutureWarning,
-        stacklevel=stacklevel,
-    )
+def _check_n_components(name: str, r: Any) -> None:
+    if not isinstance(r, numbers.Integral) or isinstance(r, bool) or r < 1:
+        raise InputError(
+            f"{name} must be a positive integer (m >= 1, the number of sampled "
+            f"columns or landmark cases), got {r!r}; e.g. "
+            "NystromCaseInfluence(n_components=64)."
+        )
 
 
-class NystromCaseInfluence(CaseQueryMixin, ParamsMixin):
+def _check_ridge(name: str, lam: Any) -> None:
+    if lam is None:
+        return
+    if not isinstance(lam, numbers.Real) or isinstance(lam, bool):
+        raise InputError(f"{name} must be a positive real number or None, got {lam!r}.")
+    if not (np.isfinite(lam) and lam > 0):
+        raise InputError(
+            f"{name} must be finite and > 0, got {lam!r}: the Woodbury identity "
+            "(lam I + C W^+ C^T)^{-1} = (1/lam)[I - B (lam I + B^T B)^{-1} B^T] needs "
+            "lam > 0, since the Nyström Gram matrix has rank <= m and is singular. "
+            "Use ridge=None for the default lam = 1e-3 tr(G)/H."
+        )
+
+
+def _check_random_state(name: str, s: Any) -> None:
+    if s is not None and not isinstance(s, np.random.Generator) and (
+        not isinstance(s, numbers.Integral) or isinstance(s, bool) or s < 0
+    ):
+        raise InputError(
+            f"{name} must be a non-negative integer, a numpy.random.Generator or "
+            f"None, got {s!r}."
+        )
+
+
+class NystromCaseInfluence(CaseQueryMixin, CaseEstimator):
     """Case-influence coefficients of a ridge readout with a Nyström-approximated Gram matrix.
 
     The same queries as :class:`cbdt.influence.CaseInfluence` (``coefficients``, ``scores``,
     ``contributions``, ``top_cases``, ``explain``, and :func:`cbdt.audit_signals`, from the
-    shared :class:`cbdt.influence.CaseQueryMixin`: ``action=None`` is each query's decision,
+    query code both share: ``action=None`` is each query's decision,
     actions may be named, ``k`` is keyword-only), answered for an approximate regularised Gram matrix
     :math:`\\tilde G + \\lambda I` in place of :math:`G + \\lambda I` (eq. 11). The
     decomposition eq. 9 stays *exact* for the approximate readout:
@@ -125,8 +153,7 @@ class NystromCaseInfluence(CaseQueryMixin, ParamsMixin):
     n_components : int
         Number ``m`` of sampled columns (``1 <= m <= H``, method ``"features"``) or landmark
         cases (``1 <= m <= n``, method ``"cases"``); scikit-learn's name
-        (:class:`sklearn.kernel_approximation.Nystroem`). Formerly ``rank``, which still works
-        for one release with a :class:`FutureWarning`.
+        (:class:`sklearn.kernel_approximation.Nystroem`).
     method : {"features", "cases"}, default="features"
     ridge : float or None, default=None
         :math:`\\lambda > 0`; the Woodbury identity needs it, because :math:`\\tilde G` has
@@ -142,8 +169,7 @@ class NystromCaseInfluence(CaseQueryMixin, ParamsMixin):
     random_state : int, numpy.random.Generator or None, default=0
         Seed of ``numpy.random.default_rng`` drawing the sample; a fixed seed gives the same
         sample and bit-identical results (a ``Generator`` is drawn from as it stands, ``None``
-        draws fresh entropy). scikit-learn's name; formerly ``seed``, which still works for
-        one release with a :class:`FutureWarning`.
+        draws fresh entropy). scikit-learn's name.
     batch_size : int, default=1024
         Queries answered at once.
     topk_block_entries : int, default=16_000_000
@@ -165,8 +191,7 @@ class NystromCaseInfluence(CaseQueryMixin, ParamsMixin):
         A read-only float64 copy of ``R`` (always a copy, also of a DataFrame or a tensor:
         editing the caller's ``R`` after ``fit`` changes nothing).
     n_cases_, n_features_in_, n_actions_ : int
-        ``n``, ``H`` (scikit-learn's name; ``n_features_`` is a deprecated alias) and
-        :math:`|A|`.
+        ``n``, ``H`` (scikit-learn's name) and :math:`|A|`.
     case_ids_ : ndarray of shape (n,) or None
         The training cases' labels given to ``fit``; ``None`` for positions.
     action_names_ : ndarray of shape (|A|,)
@@ -222,29 +247,13 @@ class NystromCaseInfluence(CaseQueryMixin, ParamsMixin):
         random_state: int | np.random.Generator | None = 0,
         batch_size: int = 1_024,
         topk_block_entries: int = 16_000_000,
-        rank: Any = _UNSET,
-        seed: Any = _UNSET,
     ) -> None:
-        if rank is not _UNSET:
-            if n_components is not None:
-                raise InputError(
-                    f"got n_components={n_components!r} and the deprecated rank={rank!r}; "
-                    "pass only n_components."
-                )
-            _deprecated("rank", "n_components", stacklevel=3)
-            n_components = rank
-        if seed is not _UNSET:
-            _deprecated("seed", "random_state", stacklevel=3)
-            random_state = seed
         self.n_components = n_components
         self.method = method
         self.ridge = ridge
         self.random_state = random_state
         self.batch_size = batch_size
         self.topk_block_entries = topk_block_entries
-
-    #: Deprecated parameter names (one release) and their scikit-learn names.
-    _RENAMED: dict[str, str] = {"rank": "n_components", "seed": "random_state"}
 
     def __repr__(self) -> str:
         return (
@@ -253,83 +262,18 @@ class NystromCaseInfluence(CaseQueryMixin, ParamsMixin):
             f"random_state={self.random_state!r})"
         )
 
-    def set_params(self, **params: Any) -> NystromCaseInfluence:
-        """Set constructor parameters (scikit-learn convention); refit to apply them.
-
-        The deprecated names ``rank`` and ``seed`` are accepted for one release, with a
-        :class:`FutureWarning`, and set ``n_components`` and ``random_state``.
-
-        Returns
-        -------
-        self
-        """
-        for old, new in self._RENAMED.items():
-            if old in params:
-                _deprecated(old, new, stacklevel=3)
-                if new in params:
-                    raise InputError(f"got both {new}= and the deprecated {old}=; pass only {new}.")
-                params[new] = params.pop(old)
-        return super().set_params(**params)
-
-    @property
-    def rank(self) -> Any:
-        """Deprecated alias of :attr:`n_components` (one release; :class:`FutureWarning`)."""
-        _deprecated("rank", "n_components", stacklevel=3)
-        return self.n_components
-
-    @rank.setter
-    def rank(self, value: Any) -> None:
-        _deprecated("rank", "n_components", stacklevel=3)
-        self.n_components = value
-
-    @property
-    def seed(self) -> Any:
-        """Deprecated alias of :attr:`random_state` (one release; :class:`FutureWarning`)."""
-        _deprecated("seed", "random_state", stacklevel=3)
-        return self.random_state
-
-    @seed.setter
-    def seed(self, value: Any) -> None:
-        _deprecated("seed", "random_state", stacklevel=3)
-        self.random_state = value
-
     # ------------------------------------------------------------------ validation
-    def _check_params(self) -> None:
-        if self.method not in ("features", "cases"):
-            raise InputError(
-                f"method must be 'features' (sample Gram columns, App. C.7) or 'cases' "
-                f"(sample landmark training cases), got {self.method!r}."
-            )
-        r = self.n_components
-        if not isinstance(r, numbers.Integral) or isinstance(r, bool) or r < 1:
-            raise InputError(
-                f"n_components must be a positive integer (m >= 1, the number of sampled "
-                f"columns or landmark cases), got {r!r}; e.g. "
-                "NystromCaseInfluence(n_components=64)."
-            )
-        lam = self.ridge
-        if lam is not None:
-            if not isinstance(lam, numbers.Real) or isinstance(lam, bool):
-                raise InputError(f"ridge must be a positive real number or None, got {lam!r}.")
-            if not (np.isfinite(lam) and lam > 0):
-                raise InputError(
-                    f"ridge must be finite and > 0, got {lam!r}: the Woodbury identity "
-                    "(lam I + C W^+ C^T)^{-1} = (1/lam)[I - B (lam I + B^T B)^{-1} B^T] needs "
-                    "lam > 0, since the Nyström Gram matrix has rank <= m and is singular. "
-                    "Use ridge=None for the default lam = 1e-3 tr(G)/H."
-                )
-        s = self.random_state
-        if s is not None and not isinstance(s, np.random.Generator) and (
-            not isinstance(s, numbers.Integral) or isinstance(s, bool) or s < 0
-        ):
-            raise InputError(
-                f"random_state must be a non-negative integer, a numpy.random.Generator or "
-                f"None, got {s!r}."
-            )
-        for name in ("batch_size", "topk_block_entries"):
-            v = getattr(self, name)
-            if not isinstance(v, numbers.Integral) or isinstance(v, bool) or v < 1:
-                raise InputError(f"{name} must be a positive integer, got {v!r}.")
+    _parameter_constraints: ClassVar[dict[str, Constraint]] = {
+        "n_components": Checked(_check_n_components),
+        "method": Options(
+            "features", "cases",
+            hint="'features' samples Gram columns (App. C.7), 'cases' landmark training cases.",
+        ),
+        "ridge": Checked(_check_ridge),
+        "random_state": Checked(_check_random_state),
+        "batch_size": PositiveInteger(),
+        "topk_block_entries": PositiveInteger(),
+    }
 
     # ------------------------------------------------------------------ fitting
     def fit(
@@ -358,31 +302,11 @@ class NystromCaseInfluence(CaseQueryMixin, ParamsMixin):
         -------
         self : NystromCaseInfluence
         """
-        self._check_params()
-        check_same_index(Phi, R)  # pandas Phi and R: rows are paired by position
-        Phi_in = Phi
-        Phi = np.ascontiguousarray(as_float_matrix("Phi", Phi, finite=False))
-        ids = check_case_ids(case_ids, Phi.shape[0], Phi_in)
-        check_finite("Phi", Phi, hint="training representations must be finite")
-        if isinstance(Phi_in, np.ndarray) and np.shares_memory(Phi, Phi_in):
-            Phi = Phi.copy()
-        Phi.setflags(write=False)
+        self._validate_params()
+        data = self._validate_data(Phi, R, case_ids=case_ids, action_names=action_names,
+                                   check_phi=_private_phi)
+        Phi, R = data.Phi, data.R
         n, H = Phi.shape
-        R_in = R
-        R = as_float_matrix("R", R, allow_1d=True, finite=False)
-        if R.ndim == 1:
-            R = R[:, None]
-        check_finite("R", R, hint="returns r_i(a) must be finite for every case and action")
-        if R.shape[0] != n:
-            raise InputError(
-                f"Phi has {n} rows (training cases) but R has {R.shape[0]}; row i of both must "
-                "belong to training case i."
-            )
-        names = check_action_names(action_names, R.shape[1], R_in)
-        # C1: always a private copy. as_float_matrix returns a view of a float64 DataFrame's
-        # block or a tensor's storage, so a copy only of np.ndarray inputs kept R by reference.
-        R = np.array(R, dtype=np.float64, order="C", copy=True)
-        R.setflags(write=False)
 
         m = int(self.n_components)
         size, what = (H, "features H") if self.method == "features" else (n, "cases n")
@@ -451,9 +375,7 @@ class NystromCaseInfluence(CaseQueryMixin, ParamsMixin):
         self.n_cases_ = n
         self.n_features_in_ = H
         self.n_actions_ = R.shape[1]
-        self.case_ids_ = ids
-        self.action_names_ = names
-        check_feature_names(self, Phi_in, reset=True, name="Phi")  # feature_names_in_
+        self._finish_fit(data)  # case_ids_, action_names_, feature_names_in_
         return self
 
     @staticmethod

@@ -2,7 +2,7 @@
 
 These draw what the core API returns (:meth:`cbdt.CaseInfluence.explain`,
 :meth:`~cbdt.CaseInfluence.contributions`), so a user calls them on their own audit; the
-book's chapter figures live in :mod:`cbdt.book.plots`. Needs matplotlib
+book's own chapter figures are drawn by its notebooks. Needs matplotlib
 (``pip install 'cbdt[plot]'``); each function returns the ``Figure``.
 """
 

@@ -11,10 +11,12 @@ not for a head that gradient descent trained, often with another loss. These hel
 - :class:`TorchCaseInfluence` (Captum style: ``TorchCaseInfluence(model, layer).fit(X, R)``)
   fits the case-influence decomposition (eq. 6-10) on that layer and remembers the model, so
   ``ci.explain(ci.phi(X))`` works on raw inputs; :func:`from_torch` is its one-line shortcut.
-  The layer is checked: the head itself, the whole model or a layer whose width differs from
-  the head's input are refused (:class:`~cbdt.exceptions.InputError`), a pre-activation layer
-  is announced (:class:`~cbdt.exceptions.LayerWarning`); a rank-deficient layer (dead or
-  constant units) falls back to the minimum-norm solver with a
+  The layer is checked, for any model (one returning a dict or tuple too): the head itself,
+  the whole model or a layer whose width differs from the head's input are refused
+  (:class:`~cbdt.exceptions.InputError`), a pre-activation layer is announced
+  (:class:`~cbdt.exceptions.LayerWarning`), and where ``forward()`` computes the head's input
+  from the layer's output (``F.relu``) it is read with a forward pre-hook; a rank-deficient
+  layer (dead or constant units) falls back to the minimum-norm solver with a
   :class:`~cbdt.exceptions.SolverFallbackWarning` that names the units;
 - :func:`probe_fidelity` says how closely the probe follows the network (agreement of the
   decisions, per-action correlation :math:`\\rho_{recon}`, largest score difference, absolute
@@ -75,7 +77,6 @@ __all__ = [
     "load",
     "TorchCaseInfluence",
     "ProbeFidelity",
-    "TorchProbeFidelity",
 ]
 
 require_installed("torch", "cbdt.torch")  # fail on import, not at the first call
@@ -291,14 +292,18 @@ class _Modes:
 
 
 def _features(
-    model: Any, mod: Any, Xt: Any, batch_size: int, name: str, dtypes: list[Any] | None = None
+    model: Any, mod: Any, Xt: Any, batch_size: int, name: str, dtypes: list[Any] | None = None,
+    *, pre: bool = False,
 ) -> np.ndarray:
-    """``mod``'s output on ``Xt``, flattened per input, as float64; the layer's own dtype is
-    appended to ``dtypes`` when given (the fit judges rank in that precision)."""
+    """``mod``'s output on ``Xt`` (its input, read by a forward pre-hook, when ``pre``),
+    flattened per input, as float64; the layer's own dtype is appended to ``dtypes`` when
+    given (the fit judges rank in that precision)."""
     torch = _torch()
     seen: list[Any] = []
 
-    def hook(_m: Any, _inp: Any, out: Any) -> None:
+    def hook(_m: Any, inp: Any, out: Any = None) -> None:
+        if pre:
+            out = inp[0] if inp else None
         if not isinstance(out, torch.Tensor):
             raise InputError(
                 f"layer {type(mod).__name__} returned {type(out).__name__}, not a tensor; pick "
@@ -309,7 +314,7 @@ def _features(
         seen.append(out.detach().reshape(out.shape[0], -1).to("cpu", torch.float64))
 
     _check_width(model, Xt, name)
-    handle = mod.register_forward_hook(hook)
+    handle = mod.register_forward_pre_hook(hook) if pre else mod.register_forward_hook(hook)
     parts = []
     try:
         with _Modes(model), torch.no_grad():
@@ -369,14 +374,35 @@ class _Trace:
     outputs: dict[str, Any]  # module name -> flattened output of its last call (tensors only)
     order: list[str]  # names in the order their forward returned
     head_in: Any  # flattened input of the head (None when it did not run)
-    model_out: Any  # flattened output of the model (None when not a tensor)
+    model_out: Any  # flattened scores of the model (None when not a tensor and not selected)
+    model_outs: list[tuple[str, Any]]  # the tensors of a dict or tuple output, as (where, t)
+    before_head: list[str]  # names of the modules that returned before the head's last call
 
 
-def _trace(model: Any, Xt: Any, head: Any, name: str) -> _Trace:
+def _output_tensors(out: Any, where: str = "", depth: int = 0) -> list[tuple[str, Any]]:
+    """The tensors in a model's dict, tuple or list output (nested ones followed), with
+    where they sit (``['logits']``, ``[0]``)."""
+    torch = _torch()
+    if isinstance(out, torch.Tensor):
+        return [(where, out)]
+    if depth > 3:
+        return []
+    items = out.items() if isinstance(out, dict) else \
+        enumerate(out) if isinstance(out, tuple | list) else ()
+    found: list[tuple[str, Any]] = []
+    for key, value in items:
+        found += _output_tensors(value, f"{where}[{key!r}]", depth + 1)
+    return found
+
+
+def _trace(model: Any, Xt: Any, head: Any, name: str, output: Any = None) -> _Trace:
+    """One forward pass on (at most 64 of) ``Xt`` recording every module's output, the
+    input of ``head`` and the model's scores (``output`` selects them from a dict or tuple)."""
     torch = _torch()
     outputs: dict[str, Any] = {}
     order: list[str] = []
     head_in: list[Any] = []
+    before: list[str] = []
 
     def flat(t: Any) -> Any:
         return t.detach().reshape(t.shape[0], -1).clone() if t.ndim >= 1 else t.detach()
@@ -392,6 +418,7 @@ def _trace(model: Any, Xt: Any, head: Any, name: str) -> _Trace:
     def pre(_m: Any, inp: Any) -> None:
         if inp and isinstance(inp[0], torch.Tensor):
             head_in.append(flat(inp[0]))
+            before[:] = order
 
     handles = []
     try:
@@ -410,8 +437,15 @@ def _trace(model: Any, Xt: Any, head: Any, name: str) -> _Trace:
     finally:
         for h in handles:
             h.remove()
+    outs = [] if isinstance(out, torch.Tensor) else \
+        [(w, flat(t)) for w, t in _output_tensors(out) if t.ndim >= 1]
+    if not isinstance(out, torch.Tensor) and output is not None:
+        try:  # the scores chosen by output= (probe_fidelity); a bad selector is reported there
+            out = _select(out, output)
+        except InputError:
+            pass
     model_out = flat(out) if isinstance(out, torch.Tensor) else None
-    return _Trace(outputs, order, head_in[-1] if head_in else None, model_out)
+    return _Trace(outputs, order, head_in[-1] if head_in else None, model_out, outs, before)
 
 
 def _same(a: Any, b: Any) -> bool:
@@ -419,9 +453,36 @@ def _same(a: Any, b: Any) -> bool:
     return a is not None and b is not None and a.shape == b.shape and bool(torch.equal(a, b))
 
 
+def _output_heads(model: Any, tr: _Trace) -> list[tuple[str, str]]:
+    """For a model whose output is a dict or tuple of tensors: ``(name, where)`` of each
+    ``nn.Linear`` whose output is one of them (the last to run, per tensor), once each."""
+    torch = _torch()
+    heads: list[tuple[str, str]] = []
+    for where, t in tr.model_outs:
+        for nm in reversed(tr.order):
+            if isinstance(model.get_submodule(nm), torch.nn.Linear) \
+                    and _same(tr.outputs[nm], t):
+                if nm not in [h for h, _ in heads]:
+                    heads.append((nm, where))
+                break
+    return heads
+
+
+def _several_heads(model: Any, heads: list[tuple[str, str]]) -> str:
+    """The refusal for a dict or tuple output that holds several ``nn.Linear`` outputs."""
+    which = ", ".join(f"{w} from {nm!r}" for nm, w in heads)
+    return (
+        f"the model's {type(model).__name__} output holds the outputs of "
+        f"{len(heads)} nn.Linear modules ({which}), so the head that gives the scores is "
+        f"ambiguous and the layer cannot be checked against it. Pass head= (e.g. "
+        f"head={heads[0][0]!r})."
+    )
+
+
 def _auto_head(model: Any, tr: _Trace | None) -> Any:
     """The network's linear head: the last module of a Sequential, or the last ``nn.Linear``
-    to run whose output is the model's output; None when there is no such layer."""
+    to run whose output is the model's output (for a dict or tuple output: the only
+    ``nn.Linear`` whose output is one of its tensors); None when there is no such layer."""
     torch = _torch()
     if isinstance(model, torch.nn.Sequential) and len(model) > 1:
         if isinstance(model[-1], torch.nn.Linear):
@@ -432,8 +493,11 @@ def _auto_head(model: Any, tr: _Trace | None) -> Any:
                 return model[j]
             if next(model[j].parameters(), None) is not None:
                 break
-    if tr is None or tr.model_out is None:
+    if tr is None:
         return None
+    if tr.model_out is None:
+        heads = _output_heads(model, tr)
+        return model.get_submodule(heads[0][0]) if len(heads) == 1 else None
     for nm in reversed(tr.order):
         mod = model.get_submodule(nm)
         if isinstance(mod, torch.nn.Linear) and _same(tr.outputs[nm], tr.model_out):
@@ -464,6 +528,39 @@ def _feeding(model: Any, head: Any, tr: _Trace) -> str | None:
     return None
 
 
+def _find_head(model: Any, Xt: Any, hd: Any, name: str,
+               output: Any = None) -> tuple[Any, _Trace, list[tuple[str, str]]]:
+    """The head (``hd`` when given, else :func:`_auto_head` on a traced forward pass), a
+    trace that holds its input, and the candidates when a dict or tuple output holds several
+    ``nn.Linear`` outputs (then the head is None: ambiguous)."""
+    tr = _trace(model, Xt, hd if hd is not None else _auto_head(model, None), name, output)
+    several: list[tuple[str, str]] = []
+    if hd is None:
+        hd = _auto_head(model, tr)
+        if hd is None and tr.model_out is None:
+            heads = _output_heads(model, tr)
+            several = heads if len(heads) > 1 else []
+        if hd is not None and tr.head_in is None:
+            tr = _trace(model, Xt, hd, name, output)
+    return hd, tr, several
+
+
+def _feed_or_near(model: Any, head: Any, tr: _Trace) -> tuple[str | None, bool]:
+    """The module to audit for ``head`` and whether its :math:`\\varphi` is read as the head's
+    input (a forward pre-hook on the head): the module whose output is the head's input
+    (False); else, when the head's input is computed inside ``forward()`` (e.g.
+    ``F.relu(self.fc(x))``), the last module to return before the head, if its output has
+    the shape of the head's input (True); else ``(None, False)``."""
+    feed = _feeding(model, head, tr)
+    if feed is not None or tr.head_in is None:
+        return feed, False
+    inside = {nm for nm, m in model.named_modules() if any(c is head for c in m.modules())}
+    near = [nm for nm in tr.before_head if nm not in inside]
+    if near and tr.outputs[near[-1]].shape == tr.head_in.shape:
+        return near[-1], True
+    return None, False
+
+
 def head_input(model: Any, X: Any = None, *, head: Any = None) -> tuple[str, Any]:
     """The name of the module whose output the network's linear head reads, and the head.
 
@@ -486,14 +583,21 @@ def head_input(model: Any, X: Any = None, *, head: Any = None) -> tuple[str, Any
     Returns
     -------
     layer : str
-        Name of the module that feeds the head (pass it as ``layer``).
+        Name of the module that feeds the head (pass it as ``layer``). When the head's input
+        is computed inside ``forward()`` (e.g. ``self.head(F.relu(self.fc(x)))``), the last
+        module to run before the head whose output has the shape of the head's input
+        (``"fc"``): :class:`TorchCaseInfluence` then reads :math:`\\varphi` as the head's
+        input itself, with a forward pre-hook on the head (``reads_head_input_``).
     head : torch.nn.Linear
+        For a model that returns a dict or tuple: the only ``nn.Linear`` whose output is one
+        of its tensors.
 
     Raises
     ------
     InputError
-        When no linear head is found, or no submodule produces the head's input (e.g. an
-        activation applied with ``torch.relu`` inside ``forward``: wrap it in ``nn.ReLU``).
+        When no linear head is found (or a dict or tuple output holds the outputs of several
+        ``nn.Linear``: pass ``head=``), or no module of the head input's shape runs before
+        the head.
     """
     torch = _torch()
     _check_model(model)
@@ -511,41 +615,52 @@ def head_input(model: Any, X: Any = None, *, head: Any = None) -> tuple[str, Any
                 "head."
             )
         raise InputError("head_input(model, head=...) needs X: pass a few inputs as well.")
-    tr = _trace(model, _as_tensor(model, X, "X"), hd or _auto_head(model, None), "X")
+    return _head_input(model, X, hd)[:2]
+
+
+def _head_input(model: Any, X: Any, hd: Any) -> tuple[str, Any, bool]:
+    """:func:`head_input` with ``X``, and whether the head's input is computed inside
+    ``forward()`` from the named module's output (:func:`_feed_or_near`)."""
+    hd, tr, several = _find_head(model, _as_tensor(model, X, "X"), hd, "X")
     if hd is None:
-        hd = _auto_head(model, tr)
-        if hd is None:
-            raise InputError(
-                "no linear head found: model is not an nn.Sequential ending in an nn.Linear and "
-                "no nn.Linear produces its output. Pass head= (the nn.Linear that gives the "
-                "scores)."
-            )
-        if tr.head_in is None:
-            tr = _trace(model, _as_tensor(model, X, "X"), hd, "X")
-    name = _feeding(model, hd, tr)
+        raise InputError(
+            _several_heads(model, several) if several else
+            "no linear head found: model is not an nn.Sequential ending in an nn.Linear and "
+            "no nn.Linear produces its output (or one of the tensors of its dict or tuple "
+            "output). Pass head= (the nn.Linear that gives the scores)."
+        )
+    name, pre = _feed_or_near(model, hd, tr)
     if name is None:
         raise InputError(
-            f"no submodule of model outputs the input of the head {_describe(model, hd)}: it is "
-            "computed inside forward() (e.g. torch.relu(...)). Wrap that step in a module "
-            "(nn.ReLU(), nn.Flatten(), ...) so that its output can be read."
+            f"no submodule of model outputs the input of the head {_describe(model, hd)}, and "
+            "none of its shape runs just before the head: it is computed inside forward(). "
+            "Wrap that step in a module (nn.ReLU(), nn.Flatten(), ...) so that its output can "
+            "be read."
         )
-    return name, hd
+    return name, hd, pre
 
 
-def _check_layer(model: Any, mod: Any, head: Any, Xt: Any, name: str) -> None:
-    """Refuse the head, the whole model or a layer of another width; warn on a layer that is
-    not the head's input (pre-activation)."""
+def _check_layer(
+    model: Any, mod: Any, head: Any, Xt: Any, name: str, output: Any = None
+) -> tuple[Any, bool]:
+    """Refuse the head, the whole model, a layer of another width (and, for a dict or tuple
+    output holding several ``nn.Linear`` outputs, a model without ``head=``); warn on a layer
+    that is not the head's input (pre-activation).
+
+    Returns the head the layer was checked against (given, or found by :func:`_auto_head`;
+    None when there is none) and whether :math:`\\varphi` is to be read as the head's input
+    by a forward pre-hook: ``mod`` is the last module to run before the head and the head's
+    input is computed from its output inside ``forward()`` (e.g. ``F.relu``).
+    """
     torch = _torch()
     hd = head if head is not None and any(m is head for m in model.modules()) else None
-    tr = _trace(model, Xt, hd if hd is not None else _auto_head(model, None), name)
-    if hd is None:
-        hd = _auto_head(model, tr)
-        if hd is not None and tr.head_in is None:
-            tr = _trace(model, Xt, hd, name)
-    feed = None if hd is None else _feeding(model, hd, tr)
+    hd, tr, several = _find_head(model, Xt, hd, name, output)
+    feed, via_pre = (None, False) if hd is None else _feed_or_near(model, hd, tr)
     fix = (
         f"Pass the layer that feeds the head: layer={feed!r} (cbdt.torch.head_input(model) "
         "finds it)."
+        + (" Its output reaches the head through operations inside forward(), so phi is "
+           "read as the head's input." if via_pre else "")
         if feed is not None
         else "Pass the layer whose output the head reads (cbdt.torch.head_input(model, X) "
         "finds it)."
@@ -556,6 +671,8 @@ def _check_layer(model: Any, mod: Any, head: Any, Xt: Any, name: str) -> None:
             f"layer is the whole model ({type(model).__name__}): its output is the network's "
             f"scores, not a representation phi. {fix}"
         )
+    if several:
+        raise InputError(_several_heads(model, several))
     out = tr.outputs.get(lname or "")
     if hd is not None and any(m is hd for m in mod.modules()):
         what = "is the head" if mod is hd else f"contains the head {_describe(model, hd)}"
@@ -564,13 +681,16 @@ def _check_layer(model: Any, mod: Any, head: Any, Xt: Any, name: str) -> None:
             "scores (logits), so a probe on it only re-fits the scores and probe_fidelity "
             f"would report a perfect match that says nothing. {fix}"
         )
-    if out is not None and tr.model_out is not None and _same(out, tr.model_out):
+    hd_out = None if hd is None else tr.outputs.get(_name_of(model, hd) or "")
+    if out is not None and (_same(out, tr.model_out) or _same(out, hd_out)):
+        whose = "the model's output" if _same(out, tr.model_out) else \
+            f"the output of the head {_describe(model, hd)}"
         raise InputError(
             f"layer {lname!r} ({type(mod).__name__}) outputs the network's scores (its output "
-            f"is the model's output), not a representation phi. {fix}"
+            f"is {whose}), not a representation phi. {fix}"
         )
     if hd is None or out is None:
-        return
+        return hd, False
     width = int(out.shape[1]) if out.ndim == 2 else 1
     if width != hd.in_features:
         raise InputError(
@@ -579,6 +699,8 @@ def _check_layer(model: Any, mod: Any, head: Any, Xt: Any, name: str) -> None:
             f"readout of the representation the head uses. {fix} To compare other layers use "
             "cbdt.torch.layer_fidelity."
         )
+    if via_pre and lname == feed:
+        return hd, True  # phi = the head's input, read by a forward pre-hook on the head
     if tr.head_in is not None and not _same(out, tr.head_in):
         kind = "an nn.Linear (pre-activation)" if isinstance(mod, torch.nn.Linear) else \
             "not the head's input"
@@ -588,10 +710,11 @@ def _check_layer(model: Any, mod: Any, head: Any, Xt: Any, name: str) -> None:
             "reads it, so the probe is not fitted on the representation the network uses and "
             "write_readout would change the network's decisions. "
             + (f"Pass layer={feed!r} instead (cbdt.torch.head_input(model))."
-               if feed is not None else fix),
+               if feed is not None and not via_pre else fix),
             LayerWarning,
             stacklevel=4,
         )
+    return hd, False
 
 
 # ---------------------------------------------------------------------- rank diagnosis
@@ -749,6 +872,9 @@ class TorchCaseInfluence(CaseInfluence):
     everything ``CaseInfluence`` answers, :meth:`phi` maps raw inputs to :math:`\\varphi(x)`
     and :meth:`write_readout` makes the network's own head the OLS readout.
 
+    ``get_params`` includes ``model``, ``layer`` and ``head`` (modules of ``model`` as their
+    names), so ``sklearn.base.clone`` gives an unfitted copy on a deep copy of the model.
+
     Parameters
     ----------
     model : torch.nn.Module
@@ -756,11 +882,17 @@ class TorchCaseInfluence(CaseInfluence):
     layer : torch.nn.Module or str
         The layer whose output is :math:`\\varphi`: the input of the network's linear head
         (:func:`head_input`). Checked at ``fit`` against the head (the last module of an
-        ``nn.Sequential``, the last ``nn.Linear`` giving the model's output, or ``head``):
-        the head itself, the whole model, a layer containing the head or a layer whose width
-        differs from the head's input raise :class:`~cbdt.exceptions.InputError`; a layer of
-        the right width that is not the head's input (a pre-activation ``nn.Linear``) warns
-        :class:`~cbdt.exceptions.LayerWarning`.
+        ``nn.Sequential``, the last ``nn.Linear`` giving the model's output or, for a model
+        that returns a dict or tuple, the only ``nn.Linear`` whose output is one of its
+        tensors, or ``head``): the head itself, the whole model, a layer containing the head
+        or a layer whose width differs from the head's input raise
+        :class:`~cbdt.exceptions.InputError`, and so does a dict or tuple output holding the
+        outputs of several ``nn.Linear`` without ``head=``; a layer of the right width that
+        is not the head's input (a pre-activation ``nn.Linear``) warns
+        :class:`~cbdt.exceptions.LayerWarning`. When ``forward()`` computes the head's input
+        from the layer's output itself (``self.head(F.relu(self.fc(x)))`` with
+        ``layer="fc"``, the last module to run before the head), :math:`\\varphi` is read as
+        the head's input, by a forward pre-hook on the head (``reads_head_input_``).
     head : torch.nn.Linear or str, optional
         The network's head on :math:`\\varphi`. When ``intercept`` is None the intercept
         follows its bias; :meth:`write_readout` writes into it by default.
@@ -780,9 +912,6 @@ class TorchCaseInfluence(CaseInfluence):
         The other :class:`~cbdt.influence.CaseInfluence` parameters (``ridge``,
         ``ridge_metric``, ``max_condition``, ``chunk_size``, ...).
 
-    ``get_params`` includes ``model``, ``layer`` and ``head`` (modules of ``model`` as their
-    names), so ``sklearn.base.clone`` gives an unfitted copy on a deep copy of the model.
-
     Attributes
     ----------
     model_ : torch.nn.Module
@@ -791,7 +920,11 @@ class TorchCaseInfluence(CaseInfluence):
     layer_name_ : str
         Its name in ``model`` (what :meth:`save` stores).
     head_ : torch.nn.Linear or None
-        The head the layer was checked against.
+        The head the layer was checked against (``head``, or the one found).
+    reads_head_input_ : bool
+        Whether :math:`\\varphi` is the head's input read by a forward pre-hook on
+        ``head_`` (the head's input is computed from ``layer``'s output inside
+        ``forward()``, e.g. ``F.relu``) rather than ``layer``'s output.
     input_names_in_ : ndarray of str objects, shape (d,)
         The string column names of an ``X`` DataFrame given to ``fit`` (absent otherwise):
         :meth:`phi` refuses a DataFrame with other or reordered columns (select them with
@@ -926,7 +1059,7 @@ class TorchCaseInfluence(CaseInfluence):
 
     def _fit(
         self, X: Any, R: Any, *, case_ids: Any, check_layer: bool, fit_params: dict[str, Any],
-        name: str = "X",
+        name: str = "X", output: Any = None,
     ) -> TorchCaseInfluence:
         torch = _torch()
         if self.model is None:
@@ -951,10 +1084,11 @@ class TorchCaseInfluence(CaseInfluence):
         # pandas X and R: rows are paired by position, so their indexes must be equal
         check_same_index(X, R, x_name=name, r_name="R_train" if name == "X_train" else "R")
         Xt = _as_tensor(model, X, name)
-        if check_layer:
-            _check_layer(model, mod, head, Xt, name)
+        checked, pre = _check_layer(model, mod, head, Xt, name, output) if check_layer \
+            else (None, False)
         dtypes: list[Any] = []
-        Phi = _features(model, mod, Xt, batch, name, dtypes)
+        # pre: phi is the head's input (F.relu(...) inside forward), read by a pre-hook
+        Phi = _features(model, checked if pre else mod, Xt, batch, name, dtypes, pre=pre)
         # rank is judged in the layer's precision (float32's eps for a float32 network)
         phi_eps = dtype_eps(torch.empty(0, dtype=dtypes[0])) if dtypes else None
         ids = check_case_ids(case_ids, Phi.shape[0], X)
@@ -991,8 +1125,9 @@ class TorchCaseInfluence(CaseInfluence):
                 CaseInfluence.fit(self, Phi, R, case_ids=ids, **fit_params)
             finally:
                 self.solver = solver
-        self.model_, self.layer_, self.head_ = model, mod, head
+        self.model_, self.layer_, self.head_ = model, mod, head if head is not None else checked
         self.layer_name_ = _name_of(model, mod)
+        self.reads_head_input_ = pre
         if self.head_ is None:
             auto = _auto_head(model, None)
             self.head_ = auto if isinstance(auto, torch.nn.Linear) else None
@@ -1016,8 +1151,7 @@ class TorchCaseInfluence(CaseInfluence):
             )
 
     def _width(self) -> int:
-        H = getattr(self, "n_features_in_", None)
-        return int(self.n_features_ if H is None else H)
+        return int(self.n_features_in_)
 
     def phi(self, X: Any, *, batch_size: int | None = None) -> np.ndarray:
         """:math:`\\varphi(x)` of raw inputs ``X`` (:func:`features` at the fitted layer).
@@ -1038,7 +1172,9 @@ class TorchCaseInfluence(CaseInfluence):
         self._check_model_attached()
         batch = _check_batch_size(self.batch_size if batch_size is None else batch_size)
         check_feature_names(self, X, reset=False, name=name, attr="input_names_in_", fix_var=name)
-        Phi = _features(self.model_, self.layer_, _as_tensor(self.model_, X, name), batch, name)
+        pre = bool(getattr(self, "reads_head_input_", False)) and self.head_ is not None
+        Phi = _features(self.model_, self.head_ if pre else self.layer_,
+                        _as_tensor(self.model_, X, name), batch, name, pre=pre)
         if Phi.shape[1] != self._width():
             raise InputError(
                 f"layer {self.layer_name_!r} gives {Phi.shape[1]} features per input but the "
@@ -1127,6 +1263,9 @@ class TorchCaseInfluence(CaseInfluence):
         extra["torch_fingerprint"] = None if fingerprint is None else json.dumps(fingerprint)
         names = getattr(self, "input_names_in_", None)
         extra["torch_input_names"] = None if names is None else names.astype(str)
+        # phi read as the head's input (F.relu inside forward): load reads it the same way
+        extra["torch_reads_head_input"] = True if getattr(self, "reads_head_input_", False) \
+            else None
         target = os.fspath(path) if not isinstance(path, io.BytesIO) else path
         if isinstance(target, str) and not target.endswith(".npz"):
             target += ".npz"
@@ -1166,6 +1305,8 @@ class TorchCaseInfluence(CaseInfluence):
             if "torch_input_names" in f:
                 ci.input_names_in_ = f["torch_input_names"].astype(object)
                 ci.input_names_in_.setflags(write=False)
+            ci.reads_head_input_ = bool(f["torch_reads_head_input"]) \
+                if "torch_reads_head_input" in f else False
         ci.layer = ci.layer_name_
         ci.model_ = ci.layer_ = ci.head_ = None
         return ci  # type: ignore[return-value]
@@ -1268,6 +1409,11 @@ def load(path: Any, model: Any, layer: Any = None) -> TorchCaseInfluence:
     ci.layer = ci.layer_name_
     ci.head_ = head if head is not None else _auto_head(model, None)
     ci.head = head_name or None
+    if ci.reads_head_input_ and ci.head_ is None:
+        raise InputError(
+            f"{path!s} reads phi as the input of the head {head_name!r}, but model has no "
+            "such submodule: pass the network the audit was fitted on."
+        )
     return ci
 
 
@@ -1399,9 +1545,6 @@ class ProbeFidelity:
     def same_units(self) -> bool:
         """Whether the network's scores are on the returns' scale (``units_note is None``)."""
         return self.units_note is None
-
-
-TorchProbeFidelity = ProbeFidelity  # the former name of the torch result
 
 
 def _pearson_or_nan(x: np.ndarray, y: np.ndarray) -> float:
@@ -1636,7 +1779,8 @@ def probe_fidelity(
             raise InputError("probe_fidelity needs X_train and R_train (or a fitted probe=).")
         probe = TorchCaseInfluence(model, layer, head=head, ridge=ridge, intercept=intercept,
                                    solver=solver, batch_size=batch)._fit(
-            X_train, R_train, case_ids=None, check_layer=True, fit_params={}, name="X_train")
+            X_train, R_train, case_ids=None, check_layer=True, fit_params={}, name="X_train",
+            output=output)
     return _torch_fidelity(model, probe, X_test, batch, output, warn=True)
 
 
@@ -1696,8 +1840,10 @@ def layer_fidelity(
         action of probe and network scores), ``max_abs_diff`` (largest
         :math:`|\\hat Q - Q_{nn}|`), ``rel_max_abs_diff`` (the same over the spread of the
         network's scores), ``same_units`` (the network's scores are on the returns' scale)
-        and ``reads_head`` (the head reads this layer: only there can
-        :meth:`TorchCaseInfluence.write_readout` make Prop. 1 hold for the network).
+        and ``reads_head`` (the head reads this layer's output as it is: only there can
+        :meth:`TorchCaseInfluence.write_readout` make Prop. 1 hold for the network; False
+        for every layer when ``forward()`` computes the head's input itself, e.g.
+        ``F.relu``: :class:`TorchCaseInfluence` then reads it with a pre-hook).
     """
     import pandas as pd
 
@@ -1707,7 +1853,10 @@ def layer_fidelity(
     hd = _resolve_head(model, head)
     seq = isinstance(model, torch.nn.Sequential) and len(model) >= 2 \
         and isinstance(model[-1], torch.nn.Linear) and hd in (None, model[-1])
-    name, _ = head_input(model, None if seq else X_train, head=hd)
+    # name: the layer the head reads; pre: the head's input is computed from its output
+    # inside forward() (F.relu), so the probe on its own output does not read the head's input
+    name, pre = (head_input(model, head=hd)[0], False) if seq else \
+        _head_input(model, X_train, hd)[::2]
     if layers is None:
         if not seq:
             raise InputError("layer_fidelity needs layers= for a model that is not an "
@@ -1738,6 +1887,6 @@ def layer_fidelity(
             "max_abs_diff": fid.max_abs_diff,
             "rel_max_abs_diff": fid.rel_max_abs_diff,
             "same_units": fid.same_units,
-            "reads_head": str(lname) == name,
+            "reads_head": str(lname) == name and not pre,
         })
     return pd.DataFrame(rows).set_index("layer")

@@ -327,26 +327,19 @@ def test_action_none_means_each_querys_decision(fitted):
     assert ci.top_cases(Q, k=5, order="abs") == ci.top_cases(Q, dec, k=5, order="magnitude")
 
 
-def test_positional_k_keeps_working_one_release(fitted):
+def test_k_is_keyword_only_and_the_second_positional_is_the_action(fitted):
     ci, _, _, Q = fitted
-    with pytest.warns(FutureWarning, match=r"top_cases\(phi, action, k=4\)"):
-        old = ci.top_cases(Q, 1, 4)
-    assert old == ci.top_cases(Q, 1, k=4)
-    with pytest.warns(FutureWarning, match=r"k=3, order='positive'"):
-        old = ci.top_cases(Q, 1, 3, "positive")
-    assert old == ci.top_cases(Q, 1, k=3, order="positive")
-    with pytest.warns(FutureWarning, match=r"reads 3 as k.*Pass k=3"):
-        old = ci.explain(Q, 3)
-    pd.testing.assert_frame_equal(old.cases, ci.explain(Q, k=3).cases)
+    with pytest.raises(TypeError):
+        ci.top_cases(Q, 1, 4)  # k is keyword-only (no deprecation shim: nothing was released)
+    pd.testing.assert_frame_equal(ci.explain(Q, 1, k=3).cases, ci.explain(Q, action=1, k=3).cases)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         named = ci.explain(Q, "x^2", k=2)  # a name is the action, positionally
     assert (named.signals["action"] == "x^2").all()
 
 
-def test_n_features_in_and_the_deprecated_alias(fitted):
+def test_n_features_in_without_an_alias(fitted):
     ci, Phi, _, _ = fitted
     assert ci.n_features_in_ == Phi.shape[1]
-    with pytest.warns(FutureWarning, match="n_features_in_"):
-        assert ci.n_features_ == Phi.shape[1]
+    assert not hasattr(ci, "n_features_")
     assert not hasattr(cbdt.CaseInfluence(), "n_features_in_")

@@ -240,18 +240,13 @@ def test_contributions_default_to_the_decision(feats):
         )
 
 
-def test_scores_with_action_is_deprecated_alias_of_contributions(feats):
+def test_scores_take_no_action_contributions_do(feats):
     Phi, R, Q = feats
     meths, _ = _fitted_methods(Phi, R)
     for meth in meths.values():
-        name = type(meth).__name__
-        with pytest.warns(FutureWarning, match=rf"{name}\.contributions\(phi, action\)"):
-            old = meth.scores(Q, 1)
-        np.testing.assert_array_equal(old, meth.contributions(Q, 1))
-        with pytest.warns(FutureWarning, match="deprecated") as rec:
-            old = meth.scores(Q, action=np.arange(7) % 3)
-        assert rec[0].filename == __file__  # the warning points at the caller's line
-        np.testing.assert_array_equal(old, meth.contributions(Q, np.arange(7) % 3))
+        with pytest.raises(TypeError):
+            meth.scores(Q, 1)  # the per-case attributions are contributions(phi, action)
+        assert meth.contributions(Q, 1).shape == (Q.shape[0], Phi.shape[0])
 
 
 def test_top_cases_is_a_stable_sort_of_the_contributions(feats):
@@ -334,9 +329,8 @@ def test_tracin_query_api(tiny):
     np.testing.assert_array_equal(
         top.indices, np.argsort(-np.abs(tr.contributions(P)), axis=1, kind="stable")[:, :3]
     )
-    with pytest.warns(FutureWarning, match="contributions"):
-        old = tr.scores(P, 1)
-    np.testing.assert_array_equal(old, tr.contributions(P, 1))
+    with pytest.raises(TypeError):
+        tr.scores(P, 1)
 
 
 def test_sign_convention_is_documented():
@@ -351,12 +345,11 @@ def test_sign_convention_is_documented():
         assert "raises the score" in " ".join(cls.__doc__.split()), cls
 
 
-def test_n_features_in_and_deprecated_alias(feats):
+def test_n_features_in_without_an_alias(feats):
     Phi, R, _ = feats
     ip = InnerProduct().fit(Phi, R)
     assert ip.n_features_in_ == 6
-    with pytest.warns(FutureWarning, match="n_features_in_"):
-        assert ip.n_features_ == 6
+    assert not hasattr(ip, "n_features_")
 
 
 # ---------------------------------------------------------------- inner product
@@ -419,8 +412,8 @@ def test_if_hessian_is_exact_head_hessian(feats):
 def test_if_damping(feats):
     Phi, R, Q = feats
     exact = InfluenceFunction().fit(Phi, R).contributions(Q, 0)
-    tiny = InfluenceFunction(damping=1e-9).fit(Phi, R).contributions(Q, 0)
-    big = InfluenceFunction(damping=10.0).fit(Phi, R).contributions(Q, 0)
+    tiny = InfluenceFunction(ridge=1e-9).fit(Phi, R).contributions(Q, 0)
+    big = InfluenceFunction(ridge=10.0).fit(Phi, R).contributions(Q, 0)
     np.testing.assert_allclose(tiny, exact, rtol=1e-5, atol=1e-8)
     assert np.abs(big).max() < np.abs(exact).max()
 
@@ -429,7 +422,7 @@ def test_if_damping(feats):
 def test_representer_decomposition_is_exact(feats):
     Phi, R, Q = feats
     n, H = Phi.shape
-    rp = RepresenterPoint(lam=0.01).fit(Phi, R)
+    rp = RepresenterPoint(ridge=0.01).fit(Phi, R)
     # theta minimises (1/n) sum_i l_i + lam ||theta||^2 : check the stationarity condition
     Pt = _aug(Phi)
     grad = (2 / (n * 3)) * Pt.T @ (Pt @ rp.weight_ - R) + 2 * 0.01 * rp.weight_
@@ -448,7 +441,7 @@ def test_representer_default_lambda_and_returns_variant(feats):
     n, H = Phi.shape
     rp = RepresenterPoint().fit(Phi, R)
     Pt = _aug(Phi)
-    assert rp.lam_ == pytest.approx(1e-3 * np.trace(Pt.T @ Pt) / (H + 1) / (n * 3))
+    assert rp.ridge_ == pytest.approx(1e-3 * np.trace(Pt.T @ Pt) / (H + 1) / (n * 3))
     rr = RepresenterPoint(residuals="returns").fit(Phi, R)
     # proportional to the inner product with the constant coordinate
     ipc = InnerProduct().fit(Pt, R).contributions(_aug(Q), 1)
@@ -541,9 +534,9 @@ def test_bad_inputs(feats):
     with pytest.raises(InputError, match="shape"):
         InfluenceFunction().fit(Phi, R, weight=np.zeros((2, 6)), bias=np.zeros(2))
     with pytest.raises(InputError):
-        InfluenceFunction(damping=-1.0).fit(Phi, R)
+        InfluenceFunction(ridge=-1.0).fit(Phi, R)
     with pytest.raises(InputError):
-        RepresenterPoint(lam=0.0).fit(Phi, R)
+        RepresenterPoint(ridge=0.0).fit(Phi, R)
     Pn = Phi.copy()
     Pn[0, 0] = np.nan
     with pytest.raises(InputError, match="non-finite"):

@@ -9,7 +9,7 @@ from _tolerance import assert_rounding_equal
 
 from cbdt import CaseInfluence
 from cbdt.exceptions import InputError, NotFittedError, RankDeficientError
-from cbdt.models import CaseNetwork, Checkpoint, ProbeFidelity, probe_fidelity, set_determinism
+from cbdt.models import CaseNetwork, Checkpoint, ProbeFidelity, set_determinism
 
 
 @pytest.fixture(scope="module")
@@ -126,9 +126,9 @@ def test_probe_fidelity(net, toy):
     # Proposition 1 on the frozen representation: sum_i alpha_i r_i(a) == probe score
     alpha = pf.probe.coefficients(Phi_t)
     np.testing.assert_allclose(alpha @ R, pf.probe_scores, atol=1e-7)
-    with pytest.warns(FutureWarning, match=r"network\.probe_fidelity\(X_train, R_train, X_test\)"):
-        pf2 = probe_fidelity(net, X, R, Xt)  # the deprecated module-level function
-    np.testing.assert_array_equal(pf.rho_recon, pf2.rho_recon)
+    import cbdt.models
+
+    assert not hasattr(cbdt.models, "probe_fidelity")  # one function: network.probe_fidelity
 
 
 def test_probe_fidelity_keeps_its_numbers_and_gains_scale_free_ones(net, toy):
@@ -283,5 +283,3 @@ def test_not_fitted_and_wrong_width(net, toy):
         net.predict(np.zeros((2, 3)))
     with pytest.raises(InputError, match="checkpoint"):
         net.represent(X, checkpoint=99)
-    with pytest.raises(InputError), pytest.warns(FutureWarning):
-        probe_fidelity("not a network", X, R, X)

@@ -158,8 +158,7 @@ def test_shapes_single_query_and_contributions():
     Phi, R, Q = problem(7)
     ny = NystromCaseInfluence(5, method="cases", random_state=1).fit(Phi, R)
     assert (ny.n_cases_, ny.n_features_in_, ny.n_actions_) == (60, 10, 3)
-    with pytest.warns(FutureWarning, match="use n_features_in_"):
-        assert ny.n_features_ == 10
+    assert not hasattr(ny, "n_features_")
     assert ny.readout_.shape == (10, 3)
     a1 = ny.coefficients(Q[0])
     assert a1.shape == (60,) and ny.scores(Q[0]).shape == (3,)
@@ -222,7 +221,7 @@ def test_get_set_params():
 
 
 def test_sklearn_names_clone_and_deprecated_rank_seed():
-    """n_components / random_state as scikit-learn's Nystroem; rank / seed one more release."""
+    """n_components / random_state as scikit-learn's Nystroem; the old names rank / seed are gone."""
     from sklearn.base import clone
 
     Phi, R, Q = problem(12)
@@ -230,29 +229,11 @@ def test_sklearn_names_clone_and_deprecated_rank_seed():
     c = clone(new)
     assert c.get_params() == new.get_params() and not hasattr(c, "readout_")
     np.testing.assert_array_equal(c.fit(Phi, R).coefficients(Q), new.coefficients(Q))
-    msg = r"'rank' is deprecated.*use n_components="
-    with pytest.warns(FutureWarning) as rec:
-        old = NystromCaseInfluence(rank=5, method="cases", seed=3)
-    said = sorted(str(w.message) for w in rec)
-    assert len(said) == 2 and "'rank' is deprecated" in said[0] and "n_components=" in said[0]
-    assert "'seed' is deprecated" in said[1] and "use random_state=" in said[1]
-    assert old.get_params() == new.get_params()
-    np.testing.assert_array_equal(old.fit(Phi, R).coefficients(Q), new.coefficients(Q))
-    with pytest.warns(FutureWarning, match=r"'seed' is deprecated.*use random_state=") as rec:
-        NystromCaseInfluence(5, seed=3)
-    assert rec[0].filename == __file__  # the warning points at the caller's line
-    with pytest.warns(FutureWarning, match=msg):
-        assert old.rank == 5
-    with pytest.warns(FutureWarning, match=r"'seed' is deprecated"):
-        assert old.seed == 3
-    with pytest.warns(FutureWarning, match=msg):
-        old.set_params(rank=4)
-    assert old.n_components == 4
-    with pytest.warns(FutureWarning, match=r"'seed' is deprecated"):
-        old.set_params(seed=7)
-    assert old.random_state == 7
-    with pytest.raises(InputError, match="pass only n_components"):
-        NystromCaseInfluence(4, rank=5)
+    for old in ({"rank": 5}, {"seed": 3}):
+        with pytest.raises(TypeError):
+            NystromCaseInfluence(5, **old)
+    with pytest.raises(ValueError, match="rank"):
+        new.set_params(rank=4)
     # a Generator is a valid random_state (drawn from as it stands)
     g = NystromCaseInfluence(5, random_state=np.random.default_rng(3)).fit(Phi, R)
     want = NystromCaseInfluence(5, random_state=3).fit(Phi, R).sample_
@@ -297,9 +278,8 @@ def test_query_api_of_every_estimator():
     want = np.argsort(-np.abs(ny.contributions(Q)), axis=1, kind="stable")[:, :4]
     np.testing.assert_array_equal(top.indices, want)
     np.testing.assert_array_equal(top.action, dec)
-    with pytest.warns(FutureWarning, match="by keyword"):
-        old = ny.top_cases(Q, 1, 4)
-    assert old == ny.top_cases(Q, 1, k=4)
+    with pytest.raises(TypeError):
+        ny.top_cases(Q, 1, 4)  # k is keyword-only
     # explain and audit_signals: the signals of the same top cases
     ex = ny.explain(Q, k=4)
     sig = cbdt.audit_signals(ny, Q, k=4)

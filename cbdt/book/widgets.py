@@ -431,33 +431,6 @@ def attribution_explorer(seed: int = 0, query: int = 0, k: int = 30, config=None
 # --- chapter 07: PJM audit ---
 
 
-def show_pjm_audit(run, index):
-    """Display the single-decision audit of one PJM test hour (what the explorer shows).
-
-    Prints the hour and both decisions, displays the scores table and the ranked cases
-    (:func:`cbdt.book.experiments.pjm.audit_query`, rounded to 4 decimals) and draws
-    :func:`cbdt.book.plots.plot_case_audit`.
-
-    Returns
-    -------
-    cbdt.book.experiments.pjm.QueryAudit
-    """
-    import matplotlib.pyplot as plt
-    from IPython.display import display
-
-    from .experiments.pjm import audit_query
-    from .plots import plot_case_audit
-
-    audit = audit_query(run, index)
-    print(_pjm_headline(audit))
-    scores, shown = _pjm_tables(audit)
-    display(scores)
-    display(shown)  # readable headers, narrow enough for the book's column
-    plot_case_audit(audit)
-    plt.show()
-    return audit
-
-
 def _pjm_headline(audit) -> str:
     from cbdt.datasets.pjm_bidding import ACTIONS
 
@@ -475,8 +448,9 @@ def _pjm_tables(audit):
 def pjm_audit_explorer(run, index=None, static_hours: int = 7):
     """Pick any PJM test hour and get its case audit (ch. 07, Sec. 5.5, App. C.3).
 
-    A slider over the test positions ``0 .. n_test - 1``; each move shows what
-    :func:`show_pjm_audit` shows for that hour: network scores, selected action, the ranked
+    A slider over the test positions ``0 .. n_test - 1``; each move shows that hour's
+    single-decision audit (:func:`cbdt.book.experiments.pjm.audit_query`): network scores,
+    selected action, the ranked
     positive and negative coefficient cases (index, hour, alpha, case-optimal action,
     return of the selected action, standardised distance, contribution) and the cases in a
     2-D PCA projection of the representation.

@@ -4,8 +4,8 @@
   ``shared/data/PROVENANCE.md``) to a local, sha256-checked path: first
   ``$CBDT_DATA_DIR``, then the pooch cache (``$CBDT_CACHE_DIR``), then a
   download unless ``CBDT_OFFLINE=1``.
-* :mod:`cbdt.datasets.pjm`: PJM hourly load (:func:`load_pjm`, Sec. 5.4).
-* :mod:`cbdt.datasets.uci`: UCI Adult and Default Credit loaders, features and
+* ``cbdt.datasets.pjm``: PJM hourly load (:func:`load_pjm`, Sec. 5.4).
+* ``cbdt.datasets.uci``: UCI Adult and Default Credit loaders, features and
   proxy returns (:func:`load_adult`, :func:`load_default_credit`,
   :func:`adult_proxy_returns`, :func:`default_credit_proxy_returns`, Sec. 5.4, C.5).
 

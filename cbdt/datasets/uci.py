@@ -541,10 +541,6 @@ class TabularPreprocessor:
         z = self._one_hot(df)
         return pd.DataFrame(np.hstack([x, z]), index=df.index, columns=self.feature_names_)
 
-    def fit_transform(self, df: pd.DataFrame) -> pd.DataFrame:
-        """``fit(df).transform(df)``."""
-        return self.fit(df).transform(df)
-
 
 def _features(
     df: pd.DataFrame,

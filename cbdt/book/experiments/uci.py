@@ -261,8 +261,6 @@ class UCITask:
         done once for all of them.
     submemories : dict of str to ndarray of bool, optional
         Group-1 masks of the training memory, one per split.
-    frame_train, frame_test : pandas.DataFrame, optional
-        The raw records (for inspection).
     """
 
     dataset: str
@@ -279,8 +277,6 @@ class UCITask:
     action_labels: tuple[str, ...]
     memory_key: Any = None
     submemories: dict[str, np.ndarray] = field(default_factory=dict)
-    frame_train: pd.DataFrame | None = None
-    frame_test: pd.DataFrame | None = None
 
 
 @dataclass
@@ -436,8 +432,6 @@ def adult_task(seed: int, *, train: pd.DataFrame | None = None, test: pd.DataFra
         reject_action=0,
         action_labels=ADULT_ACTION_LABELS,
         memory_key=("adult", len(train), len(test)),
-        frame_train=train,
-        frame_test=test,
     )
 
 
@@ -471,8 +465,6 @@ def default_credit_task(seed: int, *, frame: pd.DataFrame | None = None,
         action_labels=DEFAULT_CREDIT_ACTION_LABELS,
         memory_key=("default_credit", int(seed)),
         submemories=default_credit_submemories(train),
-        frame_train=train,
-        frame_test=test,
     )
 
 
