@@ -459,6 +459,7 @@ def check_feature_names(
     name: str = "phi",
     attr: str = "feature_names_in_",
     fix_var: str = "q",
+    stacklevel: int = 4,
 ) -> None:
     """Set (``reset=True``, in ``fit``) or check (at a query) the feature names of ``X``.
 
@@ -516,7 +517,7 @@ def check_feature_names(
             f"{name} has feature names (the column names of a DataFrame), but {est} was fitted "
             "without feature names; its columns are read by position, as at fit.",
             UserWarning,
-            stacklevel=4,
+            stacklevel=stacklevel,
         )
         return
     fitted_list = [str(v) for v in np.asarray(fitted).tolist()]

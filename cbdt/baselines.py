@@ -182,14 +182,16 @@ class _Attribution(CaseEstimator):
                 ".scores(...), .contributions(...) or .top_cases(...)."
             )
 
-    def _query(self, phi: Any) -> tuple[np.ndarray, bool]:
+    def _query(self, phi: Any, stacklevel: int = 4) -> tuple[np.ndarray, bool]:
+        """Validated queries; ``stacklevel`` makes a feature-names warning name the line that
+        called the public method (4: called from it, 5: through :meth:`_prepare`)."""
         self._check_fitted()
-        check_feature_names(self, phi, reset=False, name="phi")  # as CaseQueryMixin
+        check_feature_names(self, phi, reset=False, name="phi", stacklevel=stacklevel)
         return as_query("phi", phi, self.n_features_in_)
 
     def _prepare(self, phi: Any) -> tuple[np.ndarray, bool, int]:
         """(validated queries, 1-D query?, number of queries m)."""
-        Q, single = self._query(phi)
+        Q, single = self._query(phi, stacklevel=5)
         return Q, single, Q.shape[0]
 
     def _action_scores(self, P: np.ndarray) -> np.ndarray:  # pragma: no cover - abstract

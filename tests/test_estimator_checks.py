@@ -289,3 +289,19 @@ def test_warnings_point_at_the_caller(data):
         warnings.simplefilter("always")
         cbdt.CaseInfluence().fit(Phi, (np.arange(N) % 4).astype(float))
     assert caught and caught[0].filename == __file__
+
+
+@pytest.mark.parametrize("name", ["CaseInfluence", "NystromCaseInfluence", "ExactCoefficient",
+                                  "InfluenceFunction", "RepresenterPoint", "InnerProduct"])
+def test_feature_names_warning_points_at_the_caller(name, data):
+    """Fitted without names, queried with a DataFrame: the warning names this file's line."""
+    Phi, R, Q = data
+    case = ESTIMATORS[name]
+    est = case.fit(case.make(), Phi, R)
+    frame = pd.DataFrame(Q, columns=["f0", "f1", "f2", "f3"])
+    for call in (lambda: est.scores(frame), lambda: est.contributions(frame, 0),
+                 lambda: est.top_cases(frame, 0, k=2)):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            call()
+        assert [w.filename for w in caught] == [__file__], [str(w.message) for w in caught]
