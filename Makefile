@@ -1,7 +1,8 @@
 # cbdt: two commands do all set-up on a fresh machine.
 #   make book   create .venv (first use), install -e .[book,scale], build the HTML book into _build/html
 #   make test   create/update .venv with .[book,test,scale], run every test (unit, property, nbval,
-#               portability on generic kernels, book -W, browser, student edition)
+#               every chapter in class mode, portability on generic kernels, book -W, browser,
+#               student edition)
 #   make pdf    print the whole book to _build/pdf/cbdt-book.pdf (Chromium, offline)
 #   make downloads  the book with every download the intro page links: the notebooks as zips
 #               (student and instructor editions; every book build writes them) and the PDF
@@ -52,7 +53,7 @@ TEST_STAMP := $(VENV)/.installed-test
 JB := $(BIN)/jupyter-book
 export PYTHONHASHSEED := 0
 
-.PHONY: book test unit doctest nbval nbval-generic exercises portability portability-reference book-strict browser lab-browser lint \
+.PHONY: book test unit doctest nbval class-test nbval-generic exercises portability portability-reference book-strict browser lab-browser lint \
   lab bench \
   student student-test \
   vendor pdf downloads clean help
@@ -103,7 +104,7 @@ lint: $(TEST_STAMP)
 
 # one test file per worker (some files share module-level fixtures); about 2:25 instead of
 # 3:20 on 2 cores
-UNIT = $(BIN)/pytest tests -m "not browser and not portability" --ignore=tests/test_browser.py -q \
+UNIT = $(BIN)/pytest tests -m "not browser and not portability and not classmode" --ignore=tests/test_browser.py -q \
   -n $(NBVAL_WORKERS) --dist loadfile
 unit: $(TEST_STAMP)
 	$(UNIT)
@@ -128,6 +129,12 @@ portability: $(TEST_STAMP)
 nbval-generic: $(TEST_STAMP)
 	$(GENERIC_KERNELS) $(NBVAL) notebooks/
 
+# every chapter as a student runs it in class: CLASS_MODE = True in its first cell, a fresh
+# kernel, Run All (scripts/class_run.py); the budget must be met and the verdicts must be the
+# full run's (tests/test_class_mode.py). One chapter at a time, as on a student's laptop.
+class-test: $(TEST_STAMP)
+	$(BIN)/pytest tests/test_class_mode.py -m classmode -q -p no:randomly -rP -n 0
+
 # rewrite book/_exercises/*.json from what the exercises' and solutions' code prints now (after an
 # intended change; read the diff)
 exercises: $(TEST_STAMP)
@@ -146,11 +153,13 @@ book-strict: $(TEST_STAMP) _vendor/.complete
 	  -p no:xdist -p no:nbval
 	@echo "Book built: file://$(CURDIR)/_build/html/index.html"
 
+# two Chromium workers (pytest-xdist; each serves the book and caches its page loads): the axe,
+# phone and weight checks of every page in two themes take about 7 minutes in one
 # the instructor edition; the student edition's accessibility, phone and weight checks run in
 # student-test, after its HTML is written
 browser: $(TEST_STAMP) book-strict
 	@if [ -x /usr/bin/chromium ]; then \
-	  $(BIN)/pytest tests/test_browser.py -m browser -q -k "not student"; \
+	  $(BIN)/pytest tests/test_browser.py -m browser -q -k "not student" -n $(NBVAL_WORKERS) --dist load; \
 	else \
 	  echo "SKIPPED the browser test: /usr/bin/chromium is not installed (apt-get install -y chromium)."; \
 	fi
@@ -183,7 +192,7 @@ student-test: $(TEST_STAMP) book-strict
 	  tests/test_downloads.py -q -p no:randomly -p no:xdist -p no:nbval
 	@if [ -x /usr/bin/chromium ]; then \
 	  CBDT_STUDENT_HTML=$(STUDENT)/html $(BIN)/pytest tests/test_browser.py -m browser -q -k student \
-	    -p no:randomly -p no:xdist -p no:nbval; \
+	    -p no:randomly -p no:nbval -n $(NBVAL_WORKERS) --dist load; \
 	else \
 	  echo "SKIPPED the student edition's browser checks: /usr/bin/chromium is not installed."; \
 	fi
@@ -201,7 +210,7 @@ downloads: pdf book
 	CBDT_BUILT_HTML=_build/html CBDT_REQUIRE_PDF=1 $(BIN)/pytest tests/test_downloads.py -q \
 	  -p no:randomly -p no:xdist -p no:nbval
 
-test: lint unit doctest nbval portability book-strict browser student-test lab-browser
+test: lint unit doctest nbval class-test portability book-strict browser student-test lab-browser
 	@echo "make test: all checks passed"
 
 # JupyterLab on the checkout, opened at notebooks/ (so the chapters' links to book/ pages open);

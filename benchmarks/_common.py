@@ -76,7 +76,53 @@ def machine() -> dict[str, str]:
         "blas": blas_description(),
         "blas_core": blas_core(),
         "numpy": np.__version__,
+        "load_average": load_average(),
     }
+
+
+def load_average() -> str:
+    """``os.getloadavg()`` (1, 5, 15 minutes) now, as text: how busy the machine was."""
+    try:
+        return " ".join(f"{x:.2f}" for x in os.getloadavg())
+    except OSError:  # pragma: no cover - not available
+        return "unknown"
+
+
+def page_cache_fraction(path: Any) -> float:
+    """Fraction of the file's pages in the page cache now (``mincore`` of a read-only
+    mapping; nan where that is not available): whether a "streaming pass" over it read
+    memory or the disk."""
+    import ctypes
+    import ctypes.util
+    import mmap
+
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
+        libc.mmap.restype = ctypes.c_void_p
+        libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int,
+                              ctypes.c_int, ctypes.c_long]
+        libc.mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_char_p]
+        libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            size = os.fstat(fd).st_size
+            if size == 0:
+                return 1.0
+            addr = libc.mmap(None, size, mmap.PROT_READ, mmap.MAP_SHARED, fd, 0)
+            if addr in (None, ctypes.c_void_p(-1).value):
+                return float("nan")
+            try:
+                pages = -(-size // mmap.PAGESIZE)
+                vec = ctypes.create_string_buffer(pages)
+                if libc.mincore(ctypes.c_void_p(addr), size, vec) != 0:
+                    return float("nan")
+                return float(np.frombuffer(vec.raw, dtype=np.uint8)[:pages].__and__(1).mean())
+            finally:
+                libc.munmap(ctypes.c_void_p(addr), size)
+        finally:
+            os.close(fd)
+    except (OSError, AttributeError, TypeError):  # pragma: no cover - not Linux
+        return float("nan")
 
 
 def gemm_peak_gflops(repeats: int = 3, size: int = 2048) -> float:

@@ -28,7 +28,10 @@ so that OpenBLAS's spinning threads of the previous call are asleep):
   thread): the time inside the BLAS-3/LAPACK kernels of the passes (``trsm``, ``syrk``,
   ``potrf``, each call timed) and everything else (copies, checks, small factorisations,
   Python), as a share of the fit (``outside_share``; target: at most 10%, the proxy for a
-  machine whose GEMM is 4x faster than this one's).
+  machine whose GEMM is 4x faster than this one's), on wall time and on the thread's CPU
+  time (``_cpu``: robust to a shared machine's load), and beside it the first touch of the
+  fit's own copy of Phi (:func:`first_touch`: the kernel mapping and zeroing n H' float64 of
+  fresh pages, a cost of the owned copy that no change of the fit's kernels removes).
 
 Every row carries the CPU model, the GEMM peak measured in this run (``peak_gflops``) and
 numpy's BLAS core type (``blas_core``: threadpoolctl's ``internal_api`` and
@@ -58,7 +61,7 @@ import numpy as np
 import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _common import gemm_peak_gflops, machine, machine_columns  # noqa: E402
+from _common import gemm_peak_gflops, load_average, machine, machine_columns  # noqa: E402
 
 import cbdt  # noqa: E402
 from cbdt._threads import blas_threads, single_threaded_blas  # noqa: E402
@@ -131,55 +134,124 @@ def rounds_timed(fns: list, repeats: int) -> list[float]:
     return [float(np.median(t)) for t in times]
 
 
+def first_touch(Phi: np.ndarray, repeats: int) -> dict:
+    """What the fit's owned copy of ``Phi`` costs the operating system: a fresh ``(n, H')``
+    float64 array filled by a copy of ``Phi`` (the kernel maps and zeroes every page on its
+    first write), against the same copy into an array already touched. Medians of ``repeats``
+    interleaved pairs, on one thread, in thread CPU time (the page faults are the thread's
+    system time)."""
+    src = Phi
+    warm = np.empty(Phi.shape)
+    np.copyto(warm, src)
+    fresh_t, warm_t = [], []
+    for _ in range(repeats):
+        gc.collect()
+        t0 = time.thread_time()
+        out = np.empty(Phi.shape)
+        np.copyto(out, src)
+        fresh_t.append(time.thread_time() - t0)
+        del out
+        t0 = time.thread_time()
+        np.copyto(warm, src)
+        warm_t.append(time.thread_time() - t0)
+    fresh, w = float(np.median(fresh_t)), float(np.median(warm_t))
+    return {"copy_fresh_cpu_s": fresh, "copy_warm_cpu_s": w, "first_touch_cpu_s": fresh - w}
+
+
 def profile(Phi: np.ndarray, R: np.ndarray, repeats: int) -> dict:
     """The fit on one thread (BLAS pinned to one thread, so the fit runs one Python thread),
-    every call of its pass kernels timed: ``trsm`` (:func:`cbdt._blas.trsm_rows_upper`),
-    ``syrk`` (``cbdt._tsqr._syrk``, both passes' Gram products) and ``potrf`` (LAPACK's
-    Cholesky). Returns the medians over ``repeats`` fits of the total, of each kernel's
-    sum, and of the rest (``outside_s``) and its share of the fit."""
+    every call of its pass kernels timed: ``trsm`` (:func:`cbdt._blas.trsm_rows_upper` and
+    :func:`cbdt._blas.trsm_right_upper`, whichever pass 2 uses at this width), ``syrk``
+    (``cbdt._tsqr._syrk``, both passes' Gram products) and ``potrf`` (LAPACK's Cholesky).
+    Each is timed on two clocks: wall time and the thread's CPU time (user + system: on a
+    shared machine the time this thread ran, not the time it waited for a core). Returns
+    the medians over ``repeats`` fits of the total, of each kernel's sum, and of the rest
+    (``outside``) and its share of the fit; ``outside_share`` is on wall time,
+    ``outside_share_cpu`` on CPU time. The first touch of the fit's own copy (page faults,
+    :func:`first_touch`) is part of ``outside``; ``outside_share_cpu_less_first_touch``
+    takes out that cost as measured apart, ``outside_share_cpu_less_copy`` the time of the
+    fit's own writes of its copy (``profile_copy_cpu_s``: reading each block of ``Phi`` and
+    writing it, with the page faults, into the copy), timed inside the same fits."""
     import scipy.linalg.lapack as lapack
     from threadpoolctl import threadpool_limits
 
     import cbdt._tsqr as ts
 
-    acc = {"trsm": 0.0, "syrk": 0.0, "potrf": 0.0}
+    names = ("trsm", "syrk", "potrf")
+    acc = {k: 0.0 for k in names}
+    cpu = {k: 0.0 for k in names}
 
     def wrap(name: str, f):
         def g(*a, **kw):
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.thread_time()
             out = f(*a, **kw)
             acc[name] += time.perf_counter() - t0
+            cpu[name] += time.thread_time() - c0
             return out
         return g
 
-    orig = (ts.trsm_rows_upper, ts._syrk, lapack.dpotrf)
-    ts.trsm_rows_upper, ts._syrk = wrap("trsm", orig[0]), wrap("syrk", orig[1])
-    lapack.dpotrf = wrap("potrf", orig[2])
-    rec: dict[str, list[float]] = {k: [] for k in ("total", *acc)}
+    orig = (ts.trsm_rows_upper, ts.trsm_right_upper, ts._syrk, lapack.dpotrf)
+    ts.trsm_rows_upper, ts.trsm_right_upper = wrap("trsm", orig[0]), wrap("trsm", orig[1])
+    ts._syrk = wrap("syrk", orig[2])
+    lapack.dpotrf = wrap("potrf", orig[3])
+    # the writes of the fit's own copy (reading Phi, writing the fresh pages): not BLAS,
+    # timed apart so that what else is outside BLAS can be read off
+    fill_orig = ts._Source.fill
+    fill_cpu = [0.0]
+
+    def fill(self, a, e, out, scale):
+        if self.memory is None or not np.shares_memory(out, self.memory):
+            return fill_orig(self, a, e, out, scale)
+        c0 = time.thread_time()
+        got = fill_orig(self, a, e, out, scale)
+        fill_cpu[0] += time.thread_time() - c0
+        return got
+
+    ts._Source.fill = fill
+    rec: dict[str, list[float]] = {k: [] for k in ("total", "total_cpu", "fill_cpu", *names,
+                                                    *(f"{k}_cpu" for k in names))}
     try:
         with threadpool_limits(1):
             for _ in range(repeats):
-                for k in acc:
-                    acc[k] = 0.0
+                for k in names:
+                    acc[k] = cpu[k] = 0.0
+                fill_cpu[0] = 0.0
                 gc.collect()
                 time.sleep(0.3)
                 ci = cbdt.CaseInfluence()
-                t0 = time.perf_counter()
+                t0, c0 = time.perf_counter(), time.thread_time()
                 ci.fit(Phi, R)
                 rec["total"].append(time.perf_counter() - t0)
-                for k in acc:
+                rec["total_cpu"].append(time.thread_time() - c0)
+                rec["fill_cpu"].append(fill_cpu[0])
+                for k in names:
                     rec[k].append(acc[k])
+                    rec[f"{k}_cpu"].append(cpu[k])
                 del ci
     finally:
-        ts.trsm_rows_upper, ts._syrk = orig[0], orig[1]
-        lapack.dpotrf = orig[2]
-    tot = np.array(rec["total"])
-    inside = sum(np.array(rec[k]) for k in acc)
-    out = {"profile_fit_1thread_s": float(np.median(tot))}
-    for k in acc:
+        ts.trsm_rows_upper, ts.trsm_right_upper, ts._syrk = orig[0], orig[1], orig[2]
+        lapack.dpotrf = orig[3]
+        ts._Source.fill = fill_orig
+    tot, tot_cpu = np.array(rec["total"]), np.array(rec["total_cpu"])
+    inside = sum(np.array(rec[k]) for k in names)
+    inside_cpu = sum(np.array(rec[f"{k}_cpu"]) for k in names)
+    out = {"profile_fit_1thread_s": float(np.median(tot)),
+           "profile_fit_1thread_cpu_s": float(np.median(tot_cpu))}
+    for k in names:
         out[f"profile_{k}_s"] = float(np.median(rec[k]))
+        out[f"profile_{k}_cpu_s"] = float(np.median(rec[f"{k}_cpu"]))
     out["profile_outside_s"] = float(np.median(tot - inside))
+    out["profile_outside_cpu_s"] = float(np.median(tot_cpu - inside_cpu))
     out["outside_share"] = float(np.median((tot - inside) / tot))
+    out["outside_share_cpu"] = float(np.median((tot_cpu - inside_cpu) / tot_cpu))
+    fills = np.array(rec["fill_cpu"])
+    out["profile_copy_cpu_s"] = float(np.median(fills))
+    out["outside_share_cpu_less_copy"] = float(np.median(
+        (tot_cpu - inside_cpu - fills) / tot_cpu))
+    ft = first_touch(Phi, repeats)
+    out |= ft
+    out["outside_share_cpu_less_first_touch"] = float(np.median(
+        (tot_cpu - inside_cpu - ft["first_touch_cpu_s"]) / tot_cpu))
     return out
 
 
@@ -323,18 +395,23 @@ def main() -> None:
                     help="in-memory rows only (no memmap files, no dask), written to "
                          "fit_profile.csv")
     ap.add_argument("--no-profile", action="store_true", help="skip the one-thread profile")
+    ap.add_argument("--update-in-memory", action="store_true",
+                    help="in-memory rows only, replacing those of the stored fit.csv (its "
+                         "memmap and dask rows kept, with their own date in fit_meta.json)")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--dir", default=None)
     ap.add_argument("--no-write", action="store_true")
     args = ap.parse_args()
+    load_start = load_average()
     peak = peak_gflops(args.repeats)
     print(f"peak: {peak:.1f} GFLOP/s", flush=True)
     rows = []
     for H in args.widths:
         n = args.n if H < 1024 else min(args.n, args.n_wide)
-        rows.append(in_memory(n, H, args.repeats, prof=not args.no_profile))
+        rows.append(in_memory(n, H, args.repeats, prof=not args.no_profile)
+                    | {"load_average": load_average()})
         print(rows[-1], flush=True)
-    if not args.no_files:
+    if not args.no_files and not args.update_in_memory:
         folder = Path(tempfile.mkdtemp(dir=args.dir))
         try:
             for dtype in (np.float64, np.float32):
@@ -357,14 +434,30 @@ def main() -> None:
               f"profile on 1 thread: fit {r.profile_fit_1thread_s:.3f} s, trsm "
               f"{r.profile_trsm_s:.3f}, syrk {r.profile_syrk_s:.3f}, potrf "
               f"{r.profile_potrf_s:.4f}, outside {r.profile_outside_s:.3f} s = "
-              f"{100 * r.outside_share:.1f}% (target <= 10%)")
-    if not args.no_write:
+              f"{100 * r.outside_share:.1f}% (target <= 10%); on CPU time "
+              f"{100 * r.outside_share_cpu:.1f}%, less the first touch of the copy "
+              f"({r.first_touch_cpu_s:.3f} s) {100 * r.outside_share_cpu_less_first_touch:.1f}%")
+    if not args.no_write and args.update_in_memory:
+        old = pd.read_csv(RESULTS / "fit.csv")
+        kept = old[old["case"] != "in memory"]
+        pd.concat([df, kept], ignore_index=True).to_csv(RESULTS / "fit.csv", index=False)
+        meta_path = RESULTS / "fit_meta.json"
+        meta = json.loads(meta_path.read_text()) if meta_path.exists() else {}
+        meta["files_rows"] = {k: meta[k] for k in ("date", "load_average_start",
+                                                   "load_average_end") if k in meta}
+        meta |= machine() | {"blas_threads": str(blas_threads()), "peak_gflops": f"{peak:.1f}",
+                             "load_average_start": load_start,
+                             "load_average_end": load_average(),
+                             "in_memory_rows": "measured in a later run (--update-in-memory)"}
+        meta_path.write_text(json.dumps(meta, indent=1) + "\n")
+    elif not args.no_write:
         RESULTS.mkdir(exist_ok=True)
         # a run without the files (in-memory rows and their profile only) never overwrites
         # the full table: it goes to fit_profile.csv
         name = "fit_profile" if args.no_files else "fit"
         df.to_csv(RESULTS / f"{name}.csv", index=False)
-        meta = machine() | {"blas_threads": str(blas_threads()), "peak_gflops": f"{peak:.1f}"}
+        meta = machine() | {"blas_threads": str(blas_threads()), "peak_gflops": f"{peak:.1f}",
+                            "load_average_start": load_start, "load_average_end": load_average()}
         (RESULTS / f"{name}_meta.json").write_text(json.dumps(meta, indent=1) + "\n")
 
 

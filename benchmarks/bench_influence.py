@@ -20,14 +20,18 @@ same run:
   GEMM into a preallocated output;
 * fit with default threads and with BLAS pinned to one thread;
 * the paper's per-query figure (Appendix D: 58.6 ms) for comparison;
-* a sweep over n across the old cliff of the single query (n = 500,000, 540,000, 10**6 and
-  4 * 10**6, H = 64, k = 10; ``--sweep-n``), one query and 16 queries: ``top_cases`` and
-  ``explain`` against one float64 GEMV (m GEMVs: a small GEMM into a preallocated output) by an
-  (n, H) matrix + ``argpartition`` of the weighted values, timed in turn (the order rotating,
-  medians; target: within 1.25x); and at the largest n the same queries on a float64 memmap of
-  the memory against one streaming pass over the file (``np.copyto`` of every chunk into a
-  reused buffer; target: within 1.5x). The fit and the queries are timed under a deliberate
-  BLAS thread setting (``--threads``, default: every core), the floor in the same round.
+* a sweep over n across the old cliff of the single query (n = 500,000, 540,000, 10**6,
+  4 * 10**6 and 10**7, H = 64, k = 10; ``--sweep-n``), one query and 16 queries: ``top_cases``
+  and ``explain`` against one float64 GEMV (m GEMVs: a small GEMM into a preallocated output)
+  by an (n, H) matrix + ``argpartition`` of the weighted values, timed in turn (the order
+  rotating, medians; target: within 1.25x); and at n = 4 * 10**6 (``--memmap-n``) the same
+  queries on a float64 memmap of the memory against one streaming pass over the file
+  (``np.copyto`` of every chunk into a reused buffer; target: within 1.5x) and the bare
+  product of the same shape over the file (``gemm_floor_ms``: for 16 queries the arithmetic
+  exceeds the read; ``ratio_max_floor`` is against the larger of the two), with the fraction
+  of the file in the page cache before and after (``page_cache_before``/``_after``, from
+  ``mincore``). The fit and the queries are timed under a deliberate BLAS thread setting
+  (``--threads``, default: every core), the floor in the same round.
 
 Every stored row carries the CPU model, its GEMM peak measured in the same run
 (``peak_gflops``, a square float64 product) and numpy's BLAS core type (threadpoolctl's
@@ -55,7 +59,14 @@ import pandas as pd
 from threadpoolctl import threadpool_limits
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _common import gemm_peak_gflops, machine, machine_columns, median_time  # noqa: E402
+from _common import (  # noqa: E402
+    gemm_peak_gflops,
+    load_average,
+    machine,
+    machine_columns,
+    median_time,
+    page_cache_fraction,
+)
 
 import cbdt  # noqa: E402
 
@@ -100,16 +111,18 @@ def tanh_rep(rng: np.random.Generator, n: int, H: int, W: np.ndarray) -> np.ndar
 
 
 def sweep(ns: list[int], H: int, ms: list[int], k: int, threads: int, folder: str | None,
-          memmap: bool = True) -> list[dict]:
+          memmap: bool = True, memmap_n: int | None = None) -> list[dict]:
     """Single and small-batch queries across n (see the module docstring): one row per (n,
     m, call) with the medians of the library and of its floor, timed in turn, their ratio and
-    the median of the per-round ratios."""
+    the median of the per-round ratios. The memmap rows are measured at ``memmap_n``
+    (default: the largest n)."""
     rows: list[dict] = []
     rng = np.random.default_rng(0)
     W = rng.normal(size=(H, H))
     Qs = tanh_rep(rng, max(ms), H, W)
+    at = max(ns) if memmap_n is None else memmap_n
     for n in ns:
-        rows += _sweep_n(n, H, W, Qs, ms, k, threads, folder, memmap and n == max(ns))
+        rows += _sweep_n(n, H, W, Qs, ms, k, threads, folder, memmap and n == at)
     return rows
 
 
@@ -188,18 +201,39 @@ def _sweep_n(n: int, H: int, W: np.ndarray, Qs: np.ndarray, ms: list[int], k: in
 
             for m in ms:
                 lib_q = Qs[0] if m == 1 else Qs[:m]
+                Yt = np.ascontiguousarray(Qs[:m])
+                gout = np.empty((m, chunk))
+
+                def gemm(Pm=Pm, Yt=Yt, gout=gout, chunk=chunk, m=m):
+                    # the bare product of the same shape over the file, chunk by chunk into
+                    # a reused output (GEMV for one query): a floor where it exceeds the
+                    # streaming pass (the arithmetic of m queries)
+                    for s0 in range(0, n, chunk):
+                        X = Pm[s0 : s0 + chunk]
+                        o = gout[:, : X.shape[0]]
+                        if m == 1:
+                            np.matmul(X, Yt[0], out=o[0])
+                        else:
+                            np.matmul(Yt, X.T, out=o if o.flags.c_contiguous else None)
+
+                cached = page_cache_fraction(path)
+                nr = max(5, rounds // 2)
                 with threadpool_limits(threads):
                     med, times = interleaved(
-                        [stream, lambda lib_q=lib_q: cim.top_cases(lib_q, 1, k=k)],
-                        max(5, rounds // 2), 0.0)
+                        [stream, gemm, lambda lib_q=lib_q: cim.top_cases(lib_q, 1, k=k)],
+                        nr, 0.0)
+                floor_s = max(med[0], med[1])
                 rows.append(dict(
                     measurement=f"n = {n:,} memmap, {m} quer{'y' if m == 1 else 'ies'}: "
                                 f"top_cases (top-{k})",
-                    median_ms=med[1] * 1e3, floor_ms=med[0] * 1e3,
-                    floor="one streaming pass over the file", ratio=med[1] / med[0],
+                    median_ms=med[2] * 1e3, floor_ms=med[0] * 1e3,
+                    floor="one streaming pass over the file", ratio=med[2] / med[0],
                     target=1.5, n=n, H=H, m=m, k=k, call="top_cases", storage="memmap",
-                    rounds=max(5, rounds // 2), round_ratio=statistics.median(
-                        b / a for a, b in zip(times[0], times[1], strict=True))))
+                    rounds=nr, round_ratio=statistics.median(
+                        b / a for a, b in zip(times[0], times[2], strict=True)),
+                    gemm_floor_ms=med[1] * 1e3, ratio_max_floor=med[2] / floor_s,
+                    page_cache_before=cached, page_cache_after=page_cache_fraction(path),
+                    load_average=load_average()))
                 print(rows[-1], flush=True)
             del cim, Pm
         finally:
@@ -222,12 +256,14 @@ def main(argv: list[str] | None = None) -> None:
                     help="seconds of pause before each interleaved batched call (default: "
                          "the measured BLAS spin x 1.5 + 0.05 s)")
     ap.add_argument("--sweep-n", type=int, nargs="*",
-                    default=[500_000, 540_000, 1_000_000, 4_000_000],
+                    default=[500_000, 540_000, 1_000_000, 4_000_000, 10_000_000],
                     help="sizes of the single/small-batch query sweep (none: no sweep)")
     ap.add_argument("--sweep-m", type=int, nargs="+", default=[1, 16])
     ap.add_argument("--threads", type=int, default=None,
                     help="BLAS threads of the sweep (default: every core)")
     ap.add_argument("--dir", default=None, help="folder for the sweep's memmap file")
+    ap.add_argument("--memmap-n", type=int, default=4_000_000,
+                    help="n of the sweep's memmap rows (0: none)")
     ap.add_argument("--sweep-only", action="store_true")
     ap.add_argument("--no-save", action="store_true")
     args = ap.parse_args(argv)
@@ -239,7 +275,8 @@ def main(argv: list[str] | None = None) -> None:
 
         threads = args.threads or blas_threads()
         la0 = os.getloadavg()
-        sw = pd.DataFrame(sweep(args.sweep_n, args.H, args.sweep_m, 10, threads, args.dir))
+        sw = pd.DataFrame(sweep(args.sweep_n, args.H, args.sweep_m, 10, threads, args.dir,
+                                memmap=args.memmap_n > 0, memmap_n=args.memmap_n or None))
         la1 = os.getloadavg()
         for c, v in cols.items():
             sw[c] = v

@@ -420,12 +420,21 @@ def rank_direct(
     acts = np.asarray(acts)
     step = max(_DIRECT_MIN_ROWS, _DIRECT_ENTRIES // max(m, 1))
     parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+    flat: np.ndarray | None = None  # one product buffer for every block: no fresh pages
     for s0, X in chunks:
         for a in range(0, X.shape[0], step):
             Xc = X[a : a + step]
             w = Xc.shape[0]
             g = s0 + a
-            B = np.matmul(Xc, Yt[0])[None, :] if m == 1 else Yt @ Xc.T
+            if flat is None:
+                flat = np.empty(m * min(step, X.shape[0]))
+            if flat.size < m * w:  # pragma: no cover - chunks are at most step rows
+                flat = np.empty(m * w)
+            B = flat[: m * w].reshape(m, w)
+            if m == 1:
+                np.matmul(Xc, Yt[0], out=B[0])
+            else:
+                np.matmul(Yt, Xc.T, out=B)
             Rc = None if Rt is None else Rt[:, g : g + w]
             idx, keys, vals = rank_block(B, Yt, Xc, Rc, acts, min(k, w), key,
                                          norms.over(g, g + w), rq, rmax, bias)
@@ -834,11 +843,13 @@ class _TopKScan:
 
 def _scan_block(
     block: Any, Y: np.ndarray, bias: Any, R_loc: Any, acts: np.ndarray, k: int, key: str,
-    entries: int,
+    entries: int, rmax: float | None = None, norms: RowNormBounds | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """:func:`scan_top_k` of one dask chunk, on a worker (indices local to the chunk)."""
+    """:func:`scan_top_k` of one dask chunk, on a worker (indices local to the chunk;
+    ``norms``: the fit's row-norm bounds of the chunk, rows counted from its start)."""
     X = np.asarray(block, dtype=np.float64)
-    return scan_top_k([(0, X)], Y, bias, R_loc, acts, k, key, entries, X.shape[0])
+    return scan_top_k([(0, X)], Y, bias, R_loc, acts, k, key, entries, X.shape[0], 1, rmax,
+                      norms)
 
 
 def _above(
@@ -887,19 +898,25 @@ def rank_dask(
     k: int,
     key: str,
     entries: int,
+    rmax: float | None = None,
+    norms: list[RowNormBounds] | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """:func:`scan_top_k` on every row chunk of a dask ``Phi`` (on its workers), then the
-    per-chunk top-k lists merged in case order on the client."""
+    per-chunk top-k lists merged in case order on the client. ``rmax`` (max |r|) and
+    ``norms`` (one :class:`RowNormBounds` per chunk) are the fit's, measured once; without
+    them each chunk measures its own."""
     import dask
 
     blocks = row_blocks(Phi)
+    if norms is not None and len(norms) != len(blocks):
+        norms = None
     Yd, bd, ad = dask.delayed(Y), dask.delayed(bias), dask.delayed(acts)
     parts = [  # each task gets its own slice of the returns, nothing more
         dask.delayed(_scan_block)(
             blk, Yd, bd, None if Rt is None else np.ascontiguousarray(Rt[:, o0:o1]), ad, k,
-            key, entries,
+            key, entries, rmax, None if norms is None else norms[j],
         )
-        for blk, o0, o1 in blocks
+        for j, (blk, o0, o1) in enumerate(blocks)
     ]
     done = dask.compute(*parts)
     m = Y.shape[1]

@@ -48,7 +48,7 @@ from typing import Any
 import numpy as np
 from scipy import linalg
 
-from ._blas import geqrf_r, trsm_rows_upper
+from ._blas import geqrf_r, trsm_right_upper, trsm_rows_upper
 from .exceptions import InputError
 
 __all__ = ["MemoryFactor", "factor_memory", "OMEGA_MAX", "SAMPLE_STRIDE", "SAMPLE_MIN_BLOCKS"]
@@ -59,6 +59,13 @@ OMEGA_MAX = 0.5
 #: Precondition from every SAMPLE_STRIDE-th block of rows when there are at least
 #: SAMPLE_MIN_BLOCKS blocks (the pass-2 check decides whether that sufficed).
 SAMPLE_STRIDE, SAMPLE_MIN_BLOCKS = 8, 64
+#: Pass 2 solves its blocks by a left-side ``dtrsm`` on a C-ordered block from this many
+#: columns ``H'`` on, below it by a right-side ``dtrsm`` on a Fortran-ordered one. Measured
+#: on the benchmark machine (OpenBLAS SkylakeX, blocks of :func:`block_rows` rows, each
+#: copied into the buffer first, medians of interleaved runs on 1 and 2 threads): right/left
+#: time 0.81-0.83 at H = 64 (the whole fit at n = 4e5 on one thread: 0.78 in CPU time),
+#: 1.07-1.09 at H = 256, 1.14-1.18 at H = 1024.
+LEFT_TRSM_MIN = 129
 _LANES = 16  # accumulators of the block sums: fixed, so the sum order is thread-independent
 _TSQR_ROWS = 2048  # rows folded into the Householder factor at once (cache-sized QR)
 _SCALE_LO, _SCALE_HI = 2.0**-800, 2.0**800  # Gram diagonal outside: rescale Phi (2^k)
@@ -90,6 +97,10 @@ class MemoryFactor:
     row_norms : ndarray or None
         ``max ||s phi_i||`` over each block of :func:`block_rows` rows, recorded by the
         second pass (None where it did not run over the rows here, e.g. on dask).
+    chunk_norms : list of ndarray or None
+        On dask: the same, one array per row chunk of ``Phi`` (blocks counted from the
+        chunk's first row), from the second pass on the workers; None elsewhere or when the
+        second pass did not complete.
     """
 
     R: np.ndarray
@@ -102,6 +113,7 @@ class MemoryFactor:
     memory: np.ndarray | None
     passes: float
     row_norms: np.ndarray | None = None
+    chunk_norms: list[np.ndarray] | None = None
 
 
 def block_rows(Hp: int) -> int:
@@ -139,6 +151,11 @@ class _Source:
         if self.memory is not None and full:  # a full pass fills the memory on the way
             return self.fill(a, e, self.memory[a:e], scale)
         return self.fill(a, e, buf[: e - a], scale)
+
+    def block_view(self, a: int, e: int, out: np.ndarray) -> np.ndarray:
+        """Rows ``a..e`` of ``[s Phi, 1]`` as filled by :meth:`pass2` into ``out``, C-ordered
+        where possible (the fit's copy, still in cache), else ``out`` itself."""
+        return self.memory[a:e] if self.memory is not None else out
 
     def pass2(self, a: int, e: int, buf: np.ndarray, scale: float) -> np.ndarray:
         out = buf[: e - a]  # a full block, or the short last one in a buffer of its size
@@ -183,21 +200,33 @@ def _gram_pass(src: _Source, scale: float, threads: int, stride: int = 1) -> np.
     Hp = src.Hp
     acc = np.zeros((_LANES, Hp, Hp))
     full = stride == 1
+    local = threading.local()
 
     def work(lane: int, a: int, e: int, buf: np.ndarray) -> None:
         Xb = src.pass1(a, e, buf, scale, full)
         with np.errstate(over="ignore", invalid="ignore"):  # out of range: rescaled after
-            acc[lane] += _syrk(Xb)
+            acc[lane] += _syrk(Xb, _product_buffer(local, Hp))
 
     _run_lanes(src.n, block_rows(Hp), threads, work, Hp, stride=stride)
     src.filled = src.memory is not None and full
     return _lane_sum(acc)
 
 
-def _syrk(X: np.ndarray) -> np.ndarray:
+def _syrk(X: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
     """``X^T X`` (numpy calls BLAS ``syrk`` for a product of an array with its own
-    transpose); one named kernel, so ``benchmarks/bench_fit.py`` can time it."""
-    return X.T @ X
+    transpose), into ``out`` when given; one named kernel, so ``benchmarks/bench_fit.py``
+    can time it."""
+    return np.matmul(X.T, X, out=out)
+
+
+def _product_buffer(local: threading.local, p: int) -> np.ndarray:
+    """A (p, p) output for :func:`_syrk`, one per Python thread and pass: a wide memory's
+    block products (8 MB at H = 1024) are written into pages already mapped, not into a
+    fresh allocation per block (the same BLAS call, the same values)."""
+    out = getattr(local, "S", None)
+    if out is None or out.shape != (p, p):
+        out = local.S = np.empty((p, p))
+    return out
 
 
 def _lane_sum(acc: np.ndarray) -> np.ndarray:
@@ -213,14 +242,17 @@ def _q_pass(
     """Pass 2: ``Y = X diag(1, t) R_1^-1`` block by block (a triangular solve in cache);
     returns ``(Y^T Y, Y^T R_ret)``.
 
-    Each block is written, row by row as it is stored, into a C-ordered buffer ``[X_b,
-    R_b]``; BLAS reads that buffer as the Fortran-ordered ``[X_b, R_b]^T``, so ``Y R_1 =
-    X`` is solved in place as ``R_1^T Y^T = X^T`` by one left-side ``dtrsm``
-    (:func:`cbdt._blas.trsm_rows_upper`: no transposing copy), and one symmetric product of
-    the buffer (``syrk``) gives both sums. On the way, while the block is in cache, the
-    largest norm of its rows of ``s Phi`` is recorded in ``src.row_norms`` (one entry per
-    block): the bounds the queries' exact ranking uses (:mod:`cbdt._ranking`), never
-    recomputed per query.
+    Each block is written into a buffer ``[X_b, R_b]`` by the copy that reads it anyway (from
+    the fit's copy of ``Phi``, or from ``Phi`` itself), in the layout whose triangular solve
+    is the faster one (:data:`LEFT_TRSM_MIN`): for narrow memories a Fortran-ordered buffer
+    (the copy transposes on the way) solved by a right-side ``dtrsm``
+    (:func:`cbdt._blas.trsm_right_upper`), for wide ones a C-ordered buffer that BLAS reads
+    as the Fortran-ordered ``[X_b, R_b]^T``, solved as ``R_1^T Y^T = X^T`` by a left-side
+    ``dtrsm`` (:func:`cbdt._blas.trsm_rows_upper`). Neither makes a separate transposing
+    copy. One symmetric product of the buffer (``syrk``) gives both sums. On the way, while
+    the block is in cache, the largest norm of its rows of ``s Phi`` is recorded in
+    ``src.row_norms`` (one entry per block): the bounds the queries' exact ranking uses
+    (:mod:`cbdt._ranking`), never recomputed per query.
     """
     Hp, H = src.Hp, src.H
     A = Rret.shape[1]
@@ -229,27 +261,40 @@ def _q_pass(
     R1f = np.asfortranarray(R1)
     rows = block_rows(Hp)
     norms = np.zeros(-(-src.n // rows))
+    left = Hp >= LEFT_TRSM_MIN
+    order = "C" if left else "F"
+    local = threading.local()
 
     def work(lane: int, a: int, e: int, buf: np.ndarray) -> None:
-        B = buf[: e - a]  # C-contiguous: a full block, or the short last one
+        # a full block, or the short last one (in a Fortran buffer of its own size, so that
+        # its columns stay contiguous)
+        B = buf[: e - a] if left or e - a == rows else np.empty((e - a, Hp + A), order="F")
         Wb = src.pass2(a, e, B[:, :Hp], scale)
-        ss = np.einsum("ch,ch->c", Wb[:, :H], Wb[:, :H])
+        ss = _row_sq_norms(src.block_view(a, e, Wb)[:, :H])
         top = float(ss.max()) if ss.size else 0.0
         norms[a // rows] = (math.sqrt(top) if 2.0**-960 < top < 2.0**960
                             else _max_row_norm(Wb[:, :H]))
         if src.intercept and const != 1.0:
             Wb[:, H] = const
-        trsm_rows_upper(R1f, Wb)  # Y R_1 = X in place, as R_1^T Y^T = X^T; GIL released
+        if left:
+            trsm_rows_upper(R1f, Wb)  # Y R_1 = X in place, as R_1^T Y^T = X^T; GIL released
+        else:
+            trsm_right_upper(R1f, Wb)  # Y R_1 = X in place on the Fortran block
         B[:, Hp:] = Rret[a:e]
-        S = _syrk(B)  # [Y, R_b]^T [Y, R_b]: one symmetric product
+        S = _syrk(B, _product_buffer(local, Hp + A))  # [Y, R_b]^T [Y, R_b]: one product
         accG[lane] += S[:Hp, :Hp]
         accC[lane] += S[:Hp, Hp:]
 
     with np.errstate(over="ignore", invalid="ignore", under="ignore"):  # checked after
-        _run_lanes(src.n, rows, threads, work, Hp + A)
+        _run_lanes(src.n, rows, threads, work, Hp + A, order=order)
     src.filled = src.memory is not None
     src.row_norms = norms
     return _lane_sum(accG), _lane_sum(accC)
+
+
+def _row_sq_norms(X: np.ndarray) -> np.ndarray:
+    """Squared norms of the rows of ``X`` (C-ordered: one fused multiply-add pass in cache)."""
+    return np.einsum("ch,ch->c", X, X)
 
 
 def _max_row_norm(X: np.ndarray) -> float:
@@ -430,6 +475,7 @@ def factor_memory(
     scale = 1.0
     omega, reason = float("nan"), ""
     method = ""
+    chunk_norms = None
     with pin:
         G1, frac = _gram(Phi, src, intercept, scale, threads, stride)
         reads += frac
@@ -460,7 +506,8 @@ def factor_memory(
                 "rank-deficient or cond(Phi) exceeds about 1e8)"
             )
         for q in range(2 if info == 0 else 0):  # CholeskyQR2, then at most one more pass
-            G2, CY = _second(Phi, src, intercept, Rret, R_pre, scale, const, threads)
+            G2, CY, chunk_norms = _second(Phi, src, intercept, Rret, R_pre, scale, const,
+                                          threads)
             reads += 1
             if not np.all(np.isfinite(G2)):  # a row outside the sample: locate or rescale
                 _max_abs_any(Phi, kind, chunk_size)  # raises at a non-finite row
@@ -492,7 +539,7 @@ def factor_memory(
         if memory is not None:
             memory.setflags(write=False)
         return MemoryFactor(R, C, scale, const, method, omega, "", memory, reads,
-                            None if src is None else src.row_norms)
+                            None if src is None else src.row_norms, chunk_norms)
     # the guarded fallback: Householder TSQR of [s Phi, t 1, R_ret], read from the fit's
     # copy where it is filled (already scaled), else from Phi
     use_memory = src is not None and src.filled
@@ -505,7 +552,7 @@ def factor_memory(
         memory.setflags(write=False)
     return MemoryFactor(np.ascontiguousarray(T[:Hp, :Hp]), np.ascontiguousarray(T[:Hp, Hp:]),
                         scale, const, "householder_tsqr", omega, reason, memory, reads,
-                        None if src is None else src.row_norms)
+                        None if src is None else src.row_norms, chunk_norms)
 
 
 def _loss(G2: np.ndarray) -> float:
@@ -561,9 +608,10 @@ def _chunk_gram(block: Any, intercept: bool, scale: float) -> np.ndarray:
 
 def _second(Phi: Any, src: _Source | None, intercept: bool, Rret: np.ndarray,
             R1: np.ndarray, scale: float, const: float, threads: int
-            ) -> tuple[np.ndarray, np.ndarray]:
+            ) -> tuple[np.ndarray, np.ndarray, list[np.ndarray] | None]:
+    """Pass 2: ``(Y^T Y, Y^T R_ret, per-chunk row-norm maxima on dask, else None)``."""
     if src is not None:
-        return _q_pass(src, Rret, R1, scale, const, threads)
+        return (*_q_pass(src, Rret, R1, scale, const, threads), None)
     import dask
 
     from ._ranking import row_blocks
@@ -575,13 +623,17 @@ def _second(Phi: Any, src: _Source | None, intercept: bool, Rret: np.ndarray,
         for blk, o0, o1 in row_blocks(Phi)
     ]
     done = dask.compute(*parts)
-    return _lane_sum(np.stack([g for g, _ in done])), _lane_sum(np.stack([c for _, c in done]))
+    return (_lane_sum(np.stack([g for g, _, _ in done])),
+            _lane_sum(np.stack([c for _, c, _ in done])), [z for _, _, z in done])
 
 
 def _chunk_q(block: Any, Rb: np.ndarray, R1: np.ndarray, intercept: bool, scale: float,
-             const: float) -> tuple[np.ndarray, np.ndarray]:
-    """Pass 2 on one dask chunk, on a worker."""
-    return _q_pass(_Source(np.asarray(block), intercept, None), Rb, R1, scale, const, 1)
+             const: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Pass 2 on one dask chunk, on a worker; with the largest row norm of ``s Phi`` per
+    block of :func:`block_rows` rows of the chunk (the queries' bounds, kept by the fit)."""
+    src = _Source(np.asarray(block), intercept, None)
+    G, C = _q_pass(src, Rb, R1, scale, const, 1)
+    return G, C, src.row_norms
 
 
 # ---------------------------------------------------------------------- Householder TSQR

@@ -365,6 +365,8 @@ class CaseInfluence(CaseQueryMixin, CaseEstimator):
         V = self._keep_memory(fac, data, sol)
         self._set_fitted(sol.R0, data.R, V, data.n, data.H, sol.rank_phi, sol.cond, sol.solver)
         self._norms = self._case_norms(fac.row_norms)
+        if self._kind == "dask":
+            self._chunk_norms = self._dask_norms(fac.chunk_norms)
         self._finish_fit(data)
         return self
 
@@ -372,21 +374,24 @@ class CaseInfluence(CaseQueryMixin, CaseEstimator):
     def _release(self) -> None:
         """A refit releases the previous fit's memory first (its pages are reused, and two
         copies of Phi never coexist); until this fit completes the estimator is not fitted."""
-        for name in ("_V", "_Phi", "_dual", "_norms", "_dual_public"):
+        for name in ("_V", "_Phi", "_dual", "_norms", "_chunk_norms", "_dual_public"):
             self.__dict__.pop(name, None)
 
-    def _ridge_rows(self, H: int, scale: float) -> np.ndarray | None:
+    def _ridge_rows(
+        self, H: int, scale: float, metric_eig: tuple[np.ndarray, np.ndarray] | None
+    ) -> np.ndarray | None:
         """The rows :math:`\\sqrt\\lambda M^{1/2}` (in the rescaled coordinates
-        ``scale * phi``) folded into the factor, or None without a ridge."""
+        ``scale * phi``) folded into the factor, or None without a ridge. ``metric_eig``:
+        ``(w, U)`` with ``M = U diag(w) U^T`` (None for ``M = I``), computed once per fit."""
         ridge = float(self.ridge)
         if ridge == 0:
             return None
         Hp = H + int(self.intercept)
         L = np.zeros((H, Hp))  # lambda |v|^2 = lambda s^2 |v_s|^2 for v_s = v / s
-        if self.ridge_metric is None:  # M = I: the rows sqrt(lam) I
+        if metric_eig is None:  # M = I: the rows sqrt(lam) I
             L[:, :H] = np.eye(H) * (np.sqrt(ridge) * scale)
         else:  # M = U diag(w) U^T: the rows sqrt(lam w) U^T
-            w, U = linalg.eigh(self._check_metric(H))
+            w, U = metric_eig
             L[:, :H] = (np.sqrt(np.clip(w, 0.0, None) * ridge) * scale)[:, None] * U.T
         return L
 
@@ -399,10 +404,12 @@ class CaseInfluence(CaseQueryMixin, CaseEstimator):
         constant column against the columns of ``[Phi; ridge rows]`` (alpha does not depend
         on the scale of any coordinate, Appendix B, but ``cond([s Phi, t 1])`` does).
         """
-        self._check_metric(data.H)
+        M = self._check_metric(data.H)  # validated once, decomposed once
+        metric_eig = (linalg.eigh(M) if self.ridge_metric is not None and float(self.ridge) != 0
+                      else None)
 
         def ridge_rows(scale: float) -> np.ndarray | None:
-            return self._ridge_rows(data.H, scale)
+            return self._ridge_rows(data.H, scale, metric_eig)
 
         Hp = data.H + int(self.intercept)
         fac = factor_memory(
@@ -912,6 +919,27 @@ class CaseInfluence(CaseQueryMixin, CaseEstimator):
         self._norms = RowNormBounds(rows, top)  # kept: measured once
         return self._norms
 
+    def _dask_norms(self, fit_norms: list[np.ndarray] | None) -> list[RowNormBounds]:
+        """Row-norm bounds of a dask ``Phi``, one :class:`RowNormBounds` per row chunk (rows
+        counted from the chunk's start), from the fit's second pass on the workers
+        (``fit_norms``, of ``s Phi``), else measured once by one dask pass; kept, so a query
+        never recomputes them."""
+        from ._ranking import row_blocks
+
+        blocks = row_blocks(self._Phi)
+        rows = block_rows(self.n_features_in_ + int(self.intercept))
+        if fit_norms is None or len(fit_norms) != len(blocks) or any(
+                z is None or z.size != -(-(o1 - o0) // rows)
+                for z, (_, o0, o1) in zip(fit_norms, blocks, strict=True)):
+            import dask
+
+            fit_norms = list(dask.compute(*[dask.delayed(block_max_row_norms)(blk, rows)
+                                            for blk, _, _ in blocks]))
+            scale = 1.0
+        else:
+            scale = self._scale  # the pass measured s phi_i; the queries read phi_i
+        return [RowNormBounds(rows, np.asarray(z) / scale) for z in fit_norms]
+
     def _check_phi(self, Phi: Any) -> tuple[Any, str]:
         if _is_dask(Phi):
             if Phi.ndim != 2 or Phi.dtype.kind not in "iuf":
@@ -1213,7 +1241,8 @@ class CaseInfluence(CaseQueryMixin, CaseEstimator):
             Qp = Q[sl][perm]
             Y, bias = self._query_side(Qp)  # solved query by query: batch-invariant
             if self._kind == "dask":
-                best = rank_dask(self._Phi, Y, bias, Rt, ap, k, key, self._SCAN_ENTRIES)
+                best = rank_dask(self._Phi, Y, bias, Rt, ap, k, key, self._SCAN_ENTRIES,
+                                 norms=self.__dict__.get("_chunk_norms"))
             else:
                 best = scan_top_k(
                     self._chunks(), Y, bias, Rt, ap, k, key, self._SCAN_ENTRIES, self.n_cases_,

@@ -26,7 +26,7 @@ from scipy import linalg
 from ._base import CaseEstimator, Checked, Constraint, Options, PositiveInteger
 from ._params import read_saved_params
 from ._query import CaseQueryMixin
-from ._ranking import scan_top_k
+from ._ranking import RowNormBounds, block_max_row_norms, scan_top_k
 from ._savefile import open_npz
 from ._validation import (
     as_float_matrix,
@@ -375,8 +375,18 @@ class NystromCaseInfluence(CaseQueryMixin, CaseEstimator):
         self.n_cases_ = n
         self.n_features_in_ = H
         self.n_actions_ = R.shape[1]
+        self._set_query_bounds()
         self._finish_fit(data)  # case_ids_, action_names_, feature_names_in_
         return self
+
+    def _set_query_bounds(self) -> None:
+        """What the ranking's rounding bounds need, measured once (at fit and at load), never
+        per query: the largest row norm of the dual matrix per block of rows and max |r|."""
+        from ._tsqr import block_rows
+
+        rows = block_rows(self._dual.shape[1])
+        self._norms = RowNormBounds(rows, block_max_row_norms(self._dual, rows))
+        self._rmax = float(np.abs(self.returns_).max()) if self.returns_.size else 0.0
 
     @staticmethod
     def _sketch(C: np.ndarray, W: np.ndarray, n: int) -> np.ndarray:
@@ -480,6 +490,7 @@ class NystromCaseInfluence(CaseQueryMixin, CaseEstimator):
             est.returns_ = R
             est._returns_t = np.ascontiguousarray(R.T)
             est.n_cases_, est.n_features_in_, est.n_actions_ = n, H, A
+            est._set_query_bounds()
             ids = f["case_ids"] if "case_ids" in f else None
             if ids is not None:
                 ids.setflags(write=False)
@@ -519,7 +530,6 @@ class NystromCaseInfluence(CaseQueryMixin, CaseEstimator):
         the batch (the same scan as :class:`~cbdt.CaseInfluence`'s)."""
         m = Q.shape[0]
         Rt = self._returns_t if weight == "psi" else None
-        rmax = float(np.abs(self.returns_).max()) if self.returns_.size else 0.0
         idx = np.empty((m, k), dtype=np.intp)
         keys = np.empty((m, k))
         vals = np.empty((m, k))
@@ -532,7 +542,8 @@ class NystromCaseInfluence(CaseQueryMixin, CaseEstimator):
             sl = slice(s, min(m, s + self.batch_size))
             Y = np.ascontiguousarray(Q[sl].T)  # alpha~ = D Y
             best = scan_top_k(iter([(0, self._dual)]), Y, None, Rt, acts[sl], k, key,
-                              self._SCAN_ENTRIES, self.n_cases_, threads, rmax)
+                              self._SCAN_ENTRIES, self.n_cases_, threads, self._rmax,
+                              self._norms)  # bounds measured once, at fit or load
             keys[sl], idx[sl], vals[sl] = best
         return idx, keys, vals
 

@@ -1095,6 +1095,8 @@ class TorchCaseInfluence(CaseInfluence):
         if self.intercept is None:
             self.intercept = True if head is None else head.bias is not None
         where = f"layer {_name_of(model, mod)!r} ({type(mod).__name__})"
+        if pre:  # phi was read at the head's input, after forward()'s own operations
+            where = f"the input of the head {_describe(model, checked)} (after {where})"
         solver = self.solver
         try:
             self._phi_eps = phi_eps

@@ -16,7 +16,8 @@ Jupyter Book 1.x refuses ``use_repository_button``/``use_issues_button`` without
 options Jupyter Book derives from ``html``/``launch_buttons``/``repository``; so the buttons are
 set in both places here, and only in the derived file.
 
-Every chapter notebook starts (after its title cell) with a code cell ``colab-install`` that
+Every chapter notebook starts (after its title cell and its class-mode switch,
+:mod:`cbdt.book.classmode`) with a code cell ``colab-install`` that
 installs cbdt when the kernel cannot import it (Colab, a fresh Binder or local kernel) and prints
 nothing otherwise. Its install spec is derived from the same URL; after changing the URL run
 ``python scripts/book_config.py --sync-notebooks`` (tests/test_publishing.py fails until then).
@@ -246,7 +247,8 @@ def sync_notebooks(url: str | None, notebooks: pathlib.Path = NOTEBOOKS,
                    branch: str = DEFAULT_BRANCH) -> list[pathlib.Path]:
     """Insert or update the ``colab-install`` cell of every chapter notebook.
 
-    The cell goes right after the notebook's first (title) cell and has no outputs. Other
+    The cell goes right after the notebook's title cell and its class-mode switch
+    (:mod:`cbdt.book.classmode`) and has no outputs. Other
     cells are not touched. Run it under the notebook lock when others edit notebooks.
 
     Parameters
@@ -281,7 +283,8 @@ def sync_notebooks(url: str | None, notebooks: pathlib.Path = NOTEBOOKS,
         else:
             cell = nbformat.v4.new_code_cell(source=source)
             cell.id = INSTALL_CELL_ID
-            nb.cells.insert(1, cell)
+            # after the title and, where there is one, the class-mode switch
+            nb.cells.insert(2 if nb.cells[1].get("id") == "class-mode" else 1, cell)
         nbformat.validate(nb)
         nbformat.write(nb, path)
         changed.append(path)

@@ -345,6 +345,26 @@ def test_ch10_statuses_flip_with_the_data():
         claims.ch10_nystrom.chapter_claims(_summary10(), _ranks(), _benchmarks()).notes)
 
 
+def test_ch10_course_path_notes_point_to_the_appendix():
+    """With the scaling benchmark alone (chapter 10 since issue 32) the claims are the same and
+    the notes keep the scaling law; the engineering notes are the appendix's (chapter 12)."""
+    full = claims.ch10_nystrom.chapter_claims(_summary10(), _ranks(), _benchmarks(), _accuracy(),
+                                              n_train=500)
+    only = {"scaling": _benchmarks()["scaling"]}
+    ch = claims.ch10_nystrom.chapter_claims(_summary10(), _ranks(), only, _accuracy(),
+                                            n_train=500)
+    assert ch.claims == full.claims and ch.intro == full.intro
+    notes = "\n".join(ch.notes)
+    assert "**Scaling exponents**" in notes and "`benchmarks/bench_scaling.py`" in notes
+    assert "Accuracy" not in notes and "App. D extended" not in notes
+    assert "**The fit against the machine**" not in notes
+    assert ch.notes[-1] == claims.ch10_nystrom.APPENDIX_NOTE
+    assert "(../notebooks/12_engineering_appendix.ipynb)" in ch.notes[-1]
+    scaling_bullet = [n for n in full.notes if n.startswith("- **Scaling exponents**")]
+    assert scaling_bullet == [n for n in ch.notes if n.startswith("- **Scaling exponents**")]
+    with pytest.raises(InputError):
+        claims.ch10_nystrom.scaling_notes({"limits": _benchmarks()["limits"]})
+
 def test_nystrom_wins_and_verdicts_agree():
     sc = _benchmarks()["scaling"][0]
     wins = scaling.nystrom_wins(sc)

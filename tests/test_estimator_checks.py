@@ -72,8 +72,9 @@ def _tracin_fit(est: Any, Phi: Any, R: Any, **kw: Any) -> Any:
 
 
 def _tracin_query(Q: Any) -> Any:
+    # the query's features at both checkpoints: (2, m, H) for a batch, (2, H) for one query
     Q = np.asarray(Q, dtype=float)
-    return np.stack([Q, Q]) if Q.ndim == 2 else np.stack([Q, Q])
+    return np.stack([Q, Q])
 
 
 ESTIMATORS: dict[str, Case] = {

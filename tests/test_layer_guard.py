@@ -208,6 +208,23 @@ def test_f_relu_after_the_layer_reads_the_head_input_exactly():
     assert np.abs(ct.features(model, "fc", Xq) - ci.phi(Xq)).max() > 0.1
 
 
+def test_f_relu_rank_diagnosis_names_the_head_input_it_read():
+    """A unit of fc that F.relu zeroes on every input makes the head's input rank-deficient;
+    the fallback warning names what was audited (the head's input after 'fc'), not fc's output,
+    which would send the reader to the wrong tensor."""
+    X, R = _data(300)
+    model = _functional()
+    with torch.no_grad():
+        model.fc.weight[2] = 0.0
+        model.fc.bias[2] = -1.0  # relu(fc(x))[:, 2] == 0 for every x
+    with pytest.warns(cbdt.SolverFallbackWarning) as rec:
+        ci = ct.TorchCaseInfluence(model, "fc").fit(X, R)
+    text = str(rec[0].message)
+    assert "the input of the head 'cls' (Linear) (after layer 'fc' (Linear))" in text, text
+    assert "1 dead unit(s)" in text and "[2]" in text, text
+    assert ci.solver_ == "lstsq" and ci.rank_ == 6
+
+
 def test_f_relu_write_readout_and_save_load_keep_reading_the_head_input():
     X, R = _data(300)
     model = copy.deepcopy(_functional())

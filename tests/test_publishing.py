@@ -172,20 +172,22 @@ def test_the_one_place_is_pyproject_and_the_cli_reads_it(tmp_path):
 
 
 def test_every_chapter_opens_with_the_install_cell_for_the_configured_url():
-    """The colab-install cell follows the title cell and installs from the one URL."""
+    """The colab-install cell follows the class-mode switch and installs from the one URL."""
     expected = bc.install_cell_source(bc.repository_url())
     paths = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
-    assert len(paths) == 11
+    assert len(paths) == 12  # 01-11 and the appendix, 12
     for path in paths:
         nb = nbformat.read(path, as_version=4)
         ids = [c.get("id") for c in nb.cells]
         assert ids.count("colab-install") == 1, path.name
-        first_code = next(c for c in nb.cells if c.cell_type == "code")
-        assert first_code.id == "colab-install" and nb.cells[1] is first_code, path.name
-        assert first_code.source == expected, (
+        # title, the class-mode switch (tests/test_class_mode.py), then the install cell
+        switch, install = [c for c in nb.cells if c.cell_type == "code"][:2]
+        assert switch.id == "class-mode" and nb.cells[1] is switch, path.name
+        assert install.id == "colab-install" and nb.cells[2] is install, path.name
+        assert install.source == expected, (
             f"{path.name}: the install cell does not match [project.urls] Repository; run "
             "python scripts/book_config.py --sync-notebooks")
-        assert first_code.outputs == [], f"{path.name}: the install cell must print nothing"
+        assert install.outputs == [], f"{path.name}: the install cell must print nothing"
     assert "git+" + URL + "@main" in bc.install_cell_source(URL)
     assert '"..[book]"' in bc.install_cell_source(None)
 

@@ -178,3 +178,106 @@ def test_block_max_row_norms_out_of_range() -> None:
     nb = RowNormBounds(100, got)
     assert nb.over(150, 420) == got[1:5].max()
     assert nb.over(5, 5) == 0.0
+
+
+@pytest.mark.parametrize("big", [False, True])
+def test_dask_row_norm_bounds_come_from_the_fit(monkeypatch, big) -> None:
+    """A dask fit keeps one set of row-norm bounds per row chunk (rows counted from the
+    chunk's start, chunks not aligned with the blocks), measured by its second pass on the
+    workers, of the rows a query reads (phi_i, also when the fit rescaled Phi by 2^-k):
+    every row's norm is bounded, tightly, and no query measures row norms again; the
+    queries' cases are those of the in-memory fit."""
+    da = pytest.importorskip("dask.array")
+    import dask
+
+    rng = np.random.default_rng(4)
+    n, H = 9_000, 6
+    Phi = rng.normal(size=(n, H)) * np.exp(rng.normal(size=(n, 1)))
+    if big:
+        Phi *= 2.0**600  # squares out of float64's range: the fit rescales
+    R = rng.normal(size=(n, 2))
+    with dask.config.set(scheduler="synchronous"):
+        X = da.from_array(Phi, chunks=(2_600, H))
+        ci = CaseInfluence(intercept=True).fit(X, R)
+        ref = CaseInfluence(intercept=True).fit(Phi, R)
+        assert (ci._scale != 1.0) == big
+        bounds = ci._chunk_norms
+        assert len(bounds) == 4
+        for j, nb in enumerate(bounds):
+            rows = Phi[j * 2_600 : (j + 1) * 2_600]
+            norms = np.linalg.norm(rows / 2.0**600 if big else rows, axis=1)
+            if big:
+                norms = norms * 2.0**600
+            blocks = np.arange(rows.shape[0]) // nb.rows
+            assert np.all(norms <= nb.maxima[blocks] * (1 + 1e-12))
+            top = np.zeros(nb.maxima.size)
+            np.maximum.at(top, blocks, norms)
+            assert_rounding_equal(nb.maxima, top, ulps=4 * H)
+
+        def refuse(*a, **k):
+            raise AssertionError("a query measured row norms")
+
+        monkeypatch.setattr(_ranking, "max_row_norm", refuse)
+        monkeypatch.setattr(_ranking, "block_max_row_norms", refuse)
+        Q = rng.normal(size=(40, H)) * (2.0**600 if big else 1.0)
+        acts = rng.integers(0, 2, size=40)
+        for m in (1, 16, 40):
+            a = ci.top_cases(Q[:m], acts[:m], k=7)
+            b = ref.top_cases(Q[:m], acts[:m], k=7)
+            np.testing.assert_array_equal(a.indices, b.indices)
+
+
+def test_nystrom_row_norm_bounds_measured_once(monkeypatch, tmp_path) -> None:
+    """NystromCaseInfluence measures its dual matrix's row-norm bounds at fit and at load,
+    not per query; they bound every row, and its ranking is the brute-force one."""
+    from cbdt import NystromCaseInfluence
+
+    rng = np.random.default_rng(5)
+    n, H = 5_000, 8
+    Phi = rng.normal(size=(n, H))
+    R = rng.normal(size=(n, 2))
+    est = NystromCaseInfluence(5, random_state=0).fit(Phi, R)
+    est.save(tmp_path / "ny.npz")
+    loaded = NystromCaseInfluence.load(tmp_path / "ny.npz")
+    for e in (est, loaded):
+        nb = e._norms
+        norms = np.linalg.norm(e._dual, axis=1)
+        assert np.all(norms <= nb.maxima[np.arange(n) // nb.rows] * (1 + 1e-12))
+
+    def refuse(*a, **k):
+        raise AssertionError("a query measured row norms")
+
+    monkeypatch.setattr(_ranking, "max_row_norm", refuse)
+    monkeypatch.setattr(_ranking, "block_max_row_norms", refuse)
+    Q = rng.normal(size=(30, H))
+    for e in (est, loaded):
+        got = e.top_cases(Q, 1, k=6)
+        psi = e.coefficients(Q) * R[:, 1]
+        want = np.argsort(-np.abs(psi), axis=1, kind="stable")[:, :6]
+        np.testing.assert_array_equal(got.indices, want)
+
+
+def test_ridge_metric_decomposed_once_per_fit(monkeypatch) -> None:
+    """The ridge metric is checked and decomposed once per fit (its rows are needed twice),
+    and the fit is the one of the metric's rows sqrt(lam w) U^T."""
+    from scipy import linalg
+
+    rng = np.random.default_rng(6)
+    Phi, R = rng.normal(size=(500, 5)), rng.normal(size=(500, 2))
+    A = rng.normal(size=(5, 5))
+    M = A @ A.T
+    calls = []
+    orig = linalg.eigh
+
+    def counted(*a, **k):
+        calls.append(1)
+        return orig(*a, **k)
+
+    monkeypatch.setattr(linalg, "eigh", counted)
+    ci = CaseInfluence(ridge=0.7, ridge_metric=M, intercept=True).fit(Phi, R)
+    assert len(calls) == 1
+    X = np.hstack([Phi, np.ones((500, 1))])
+    P = np.zeros((6, 6))
+    P[:5, :5] = 0.7 * M
+    V = np.linalg.solve(X.T @ X + P, X.T @ R)
+    np.testing.assert_allclose(ci.readout_, V[:5], rtol=1e-9, atol=1e-12)

@@ -49,9 +49,51 @@ def test_data_file_is_what_the_stored_outputs_give() -> None:
     assert set(data.ANSWERS) == set(SPECS)
 
 
-def test_every_chapter_has_a_self_check() -> None:
-    chapters = {p.stem for p in (ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")}
+_EXERCISE_LABEL = re.compile(r"^:label:\s*(ex-[\w-]+)\s*$", re.MULTILINE)
+
+
+def _exercise_labels(text: str) -> list[str]:
+    """The labels of the exercises of a chapter's or page's markdown (``:label: ex-...``)."""
+    return _EXERCISE_LABEL.findall(text)
+
+
+def _book_exercises() -> dict[str, str]:
+    """Every exercise of the book: label -> the stem of its notebook or page."""
+    out: dict[str, str] = {}
+    for p in sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")):
+        nb = nbformat.read(p, as_version=4)
+        for cell in nb.cells:
+            if cell.cell_type == "markdown":
+                out |= dict.fromkeys(_exercise_labels(cell.source), p.stem)
+    for p in sorted((ROOT / "book").glob("*.md")):
+        out |= dict.fromkeys(_exercise_labels(p.read_text(encoding="utf-8")), p.stem)
+    return out
+
+
+def test_every_chapter_with_exercises_has_a_self_check() -> None:
+    chapters = {stem for stem in _book_exercises().values() if stem[:2].isdigit()}
+    assert chapters, "no exercise found in notebooks/"
     assert chapters == {s.notebook for s in sa.SPECS}
+
+
+def test_every_exercise_has_a_self_check_or_a_reason_for_none() -> None:
+    """An exercise with a numeric or categorical answer has a check (SPECS); every other one is
+    listed, with the reason, in ``NO_CHECK``: a new exercise must be decided on."""
+    book = _book_exercises()
+    checked, reasoned = set(SPECS), set(sa.NO_CHECK)
+    assert not checked & reasoned, f"both checked and listed as without: {checked & reasoned}"
+    assert set(book) == checked | reasoned, (
+        f"not decided on (add a Spec or a NO_CHECK reason): {sorted(set(book) - checked - reasoned)}; "
+        f"no such exercise: {sorted((checked | reasoned) - set(book))}")
+    for label, spec in SPECS.items():
+        assert book[label] == spec.notebook, (label, book[label], spec.notebook)
+    assert all(len(why) > 20 for why in sa.NO_CHECK.values())
+
+
+def _yes_no(form: str) -> bool:
+    """A yes/no answer or a tuple of them ("no, yes"): words that any form text shows, as in
+    "(yes/no, yes/no)"; a check of such an answer hides nothing a guess would not find."""
+    return all(w.strip() in ("yes", "no", "true", "false") for w in form.lower().split(","))
 
 
 @pytest.mark.parametrize("label", sorted(SPECS))
@@ -61,10 +103,11 @@ def test_no_answer_in_plain_text(label: str) -> None:
     text = DATA_FILE.read_text(encoding="utf-8")
     for e in data.ANSWERS.values():
         text = text.replace(e["digest"], "")  # hex digits may hold any short number
+    text = re.sub(r"'ex-[\w-]+'", "", text)  # the labels: "ex-10-2" does not show a 10
     forms = {canonical(spec.kind, answer, spec.decimals)}
     forms |= {str(a) for a in (answer if isinstance(answer, tuple) else (answer,))}
     for form in forms:
-        if spec.kind == "choice" and form.lower() in ("yes", "no", "true", "false"):
+        if spec.kind == "choice" and _yes_no(form):
             continue  # a yes/no answer is one of two words whatever the file says
         assert not re.search(rf"(?<![\w.]){re.escape(form)}(?![\w.])", text, re.IGNORECASE), (
             f"{label}: the data file shows its answer {form!r}")
@@ -190,6 +233,36 @@ def _run_block(source: str) -> str:
         exec("\n".join(body), scope)  # noqa: S102 -- the book's own code blocks
         print(eval(last.split("#")[0], scope))  # noqa: S307
     return out.getvalue()
+
+
+def _answer_forms(spec: sa.Spec) -> set[str]:
+    """How an answer may be written: its canonical form and, for a single value, what the
+    solution printed. Yes and no are left out (a yes/no answer is one of two words whatever a
+    text says), and so are the parts of a pair: an action's name or a small count alone in an
+    exercise's text does not give away which pair is the answer."""
+    answer = spec.answer()
+    forms = {canonical(spec.kind, answer, spec.decimals)}
+    if not isinstance(answer, tuple):
+        forms.add(str(answer))
+    return {f for f in forms if not _yes_no(f)}
+
+
+@pytest.mark.parametrize("label", sorted(SPECS))
+def test_student_edition_does_not_show_the_answer_next_to_the_exercise(label: str) -> None:
+    """The student edition's text of the exercise (its statement and check block, the solution
+    gone) holds neither the rounded answer nor the value the solution printed."""
+    spec = SPECS[label]
+    raw = json.loads(_notebook(spec).read_text(encoding="utf-8"))
+    text = "\n".join("".join(c["source"]) for c in se.strip_notebook(raw)["cells"]
+                     if c["cell_type"] == "markdown")
+    start = text.index(f":label: {label}")
+    end = min((i for i in (text.find("{exercise}", start), text.find("{solution", start))
+               if i >= 0), default=len(text))
+    statement = text[start:end]
+    assert f'check("{label}", ...)' in statement
+    for form in _answer_forms(spec):
+        assert not re.search(rf"(?<![\w.]){re.escape(form)}(?![\w.])", statement,
+                             re.IGNORECASE), f"{label}: the exercise shows its answer {form!r}"
 
 
 @pytest.mark.parametrize("edition", ["instructor", "student"])

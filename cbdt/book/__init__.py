@@ -15,7 +15,9 @@ of it, one module per chapter in each part:
   command line;
 - :mod:`cbdt.book.selfcheck`: ``check("ex-05-3", answer)``, the exercises' self-check (salted
   digests of the answers, no answer in plain text);
-- :mod:`cbdt.book.reading_time`: each chapter's reading time, computed from the chapter.
+- :mod:`cbdt.book.reading_time`: each chapter's reading time, computed from the chapter;
+- :mod:`cbdt.book.classmode`: the ``CLASS_MODE`` switch of each chapter's first cell, a run
+  for class within two minutes on a two-core laptop.
 
 It needs the ``[book]`` extra (``pip install 'cbdt[book]'``); nothing in :mod:`cbdt`
 imports it.

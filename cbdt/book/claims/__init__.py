@@ -32,6 +32,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from cbdt.book import classmode
+
 __all__ = [
     "STATUSES",
     "Claim",
@@ -394,11 +396,8 @@ def claims_dir(start: str | os.PathLike[str] | None = None) -> Path | None:
     pathlib.Path or None
         ``None`` outside a checkout of the book (e.g. an installed package).
     """
-    here = Path(start or Path.cwd()).resolve()
-    for d in (here, *here.parents):
-        if (d / "_toc.yml").is_file() and (d / "book").is_dir():
-            return d / "book" / "_claims"
-    return None
+    root = classmode.book_root(start)
+    return None if root is None else root / "book" / "_claims"
 
 
 def report(chapter: ChapterClaims, *, directory: str | os.PathLike[str] | None = None
@@ -421,6 +420,10 @@ def report(chapter: ChapterClaims, *, directory: str | os.PathLike[str] | None =
         printed digit of the stored one (and the text around the numbers is the same), the
         *stored* claims are returned, so the page and the chapter show the same rows.
 
+        In a class run (:mod:`cbdt.book.classmode`, fewer seeds) nothing is checked or
+        written: the class run's statuses are compared with the stored full run's, claim by
+        claim, for :meth:`~cbdt.book.classmode.ChapterRun.finish` to report.
+
     Raises
     ------
     ClaimsOutOfDate
@@ -431,6 +434,15 @@ def report(chapter: ChapterClaims, *, directory: str | os.PathLike[str] | None =
     if d is None:
         return chapter
     path = d / f"{chapter.chapter}.json"
+    run = classmode.current()
+    if run is not None and run.on:
+        # a class run (fewer seeds, a smaller grid): its numbers are not the page's, so only
+        # the verdicts are compared with the full run's; ChapterRun.finish prints the result
+        stored = (json.loads(path.read_text(encoding="utf-8"))["claims"] if path.is_file()
+                  else [])
+        classmode.compare_verdicts(run, [(c.claim, c.status) for c in chapter.claims],
+                                   [(c["claim"], c["status"]) for c in stored])
+        return chapter
     new = chapter.to_dict()
     if os.environ.get(WRITE_ENV) == "1":
         d.mkdir(parents=True, exist_ok=True)
