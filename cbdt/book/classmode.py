@@ -30,6 +30,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import textwrap
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -49,6 +50,12 @@ _CURRENT: ChapterRun | None = None
 # the explorers' static-twin switch as the kernel started (a class run turns the twins off,
 # a full run in the same kernel restores this)
 _STATIC_TWIN = os.environ.get("CBDT_STATIC_TWIN")
+
+
+def _wrap(text: str) -> str:
+    """A message as lines short enough for a phone's output block (the book does not wrap
+    printed text)."""
+    return textwrap.fill(text, width=72, break_on_hyphens=False)
 
 
 def _show(value: Any) -> str:
@@ -166,8 +173,9 @@ class ChapterRun:
                 for claim in v["differ"]:
                     print(f"[class mode] a different verdict: {claim}")
         else:
-            print(f"Run All: {t:.0f} s (the full run; CLASS_MODE = True in the first cell "
-                  f"keeps a run under {self.budget_s / 60:.0f} minutes on a 2-core laptop).")
+            print(_wrap(f"Run All: {t:.0f} s (the full run; CLASS_MODE = True in the first cell "
+                        f"keeps a run under {self.budget_s / 60:.0f} minutes on a 2-core "
+                        "laptop)."))
 
 
 class ResultsOutOfDate(AssertionError):
@@ -259,17 +267,17 @@ def start(chapter: str, on: bool, *, budget_s: float = BUDGET_S) -> ChapterRun:
     if on:
         # a live kernel shows the live explorer; its static twin only feeds the HTML book
         os.environ["CBDT_STATIC_TWIN"] = "0"
-        print(f"CLASS MODE: a shortened run of chapter {int(chapter)} for class (budget "
-              f"{budget_s:.0f} s on a 2-core laptop). Cells that do less work say so with "
-              "[class mode]; their numbers differ from the book's pages, which show the full "
-              "run, and the claims table compares verdicts, not numbers.")
+        print(_wrap(f"CLASS MODE: a shortened run of chapter {int(chapter)} for class (budget "
+                    f"{budget_s:.0f} s on a 2-core laptop). Cells that do less work say so with "
+                    "[class mode]; their numbers differ from the book's pages, which show the "
+                    "full run, and the claims table compares verdicts, not numbers."))
     else:
         if _STATIC_TWIN is None:
             os.environ.pop("CBDT_STATIC_TWIN", None)
         else:
             os.environ["CBDT_STATIC_TWIN"] = _STATIC_TWIN
-        print("Full run: the run the book's pages show. For class, set CLASS_MODE = True in "
-              "the first cell and run all cells again.")
+        print(_wrap("Full run: the run the book's pages show. For class, set CLASS_MODE = "
+                    "True in the first cell and run all cells again."))
     return _CURRENT
 
 
