@@ -758,11 +758,17 @@ async (tags) => {
 }
 """
 
+# the theme's colours change by CSS transitions: axe must see their end, not a frame in between
+# (once, on a busy machine, it read the search field's light background under dark text)
 _SET_THEME_JS = """
-(mode) => {
+async (mode) => {
   try { localStorage.setItem('mode', mode); localStorage.setItem('theme', mode); } catch (e) {}
   document.documentElement.dataset.mode = mode;
   document.documentElement.dataset.theme = mode;
+  await new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)));
+  const finite = document.getAnimations().filter(
+    a => a.effect && a.effect.getComputedTiming().endTime !== Infinity);
+  await Promise.all(finite.map(a => a.finished.catch(() => null)));
   return getComputedStyle(document.body).backgroundColor;
 }
 """
