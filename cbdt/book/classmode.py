@@ -232,9 +232,11 @@ def _check_frame(df: pd.DataFrame, path: Path) -> None:
         raise ResultsOutOfDate(f"{path} is missing, so a class run cannot load it. {fix}")
     old = _read_frame(path)
     try:
-        # trained networks: the CPU moves their results far less than 1e-6 (TESTING.md)
+        # trained networks: another CPU's kernels move an AUC by a few 1e-6 (one pair of
+        # scores reordered; generic kernels, ch. 09); a stale file (another seed, config or
+        # code) moves it by far more than the 1e-3 the chapter prints, as for the claims
         pd.testing.assert_frame_equal(df.reset_index(drop=True), old, check_exact=False,
-                                      rtol=1e-6, atol=1e-9, check_dtype=False)
+                                      rtol=0, atol=1e-3, check_dtype=False)
     except AssertionError as exc:
         raise ResultsOutOfDate(f"The result this chapter computed differs from {path}, which "
                               f"a class run loads:\n{exc}\n{fix}") from None
