@@ -22,7 +22,8 @@ sensitive to thread contention on a shared machine; every method runs under the 
 
 Writes ``benchmarks/results/attribution.csv`` (one row per scale and method: per-query and fit
 milliseconds, ratio to the fastest of the five methods) and ``attribution_meta.json`` (date, CPU,
-cores, BLAS, and the settings of the run); chapter 06 reads them for its per-query cost claim
+cores, BLAS, and the settings of the run; every row also carries the CPU model, the GEMM peak
+measured in the run at its BLAS setting and numpy's BLAS core type); chapter 06 reads them for its per-query cost claim
 (``cbdt.book.experiments.scaling.load_benchmark("attribution")``).
 
 Run: ``python benchmarks/bench_attribution.py [--repeats 7] [--queries 50] [--skip-synthetic]
@@ -51,7 +52,7 @@ import pandas as pd  # noqa: E402
 import torch  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _common import machine  # noqa: E402
+from _common import gemm_peak_gflops, machine, machine_columns  # noqa: E402
 
 import cbdt  # noqa: E402
 from cbdt.baselines import (  # noqa: E402
@@ -242,8 +243,12 @@ def main(argv: list[str] | None = None) -> None:
                     fit_ms=fits[label][name] * 1e3,
                 )
             )
+    peak = gemm_peak_gflops()  # at the run's BLAS setting (one thread)
+    for r in rows:
+        r |= machine_columns(peak)
     meta = machine()
     meta.update(
+        peak_gflops=f"{peak:.1f}",
         repeats=str(args.repeats),
         queries=str(args.queries),
         checkpoints=str(args.checkpoints),

@@ -20,8 +20,11 @@ same run:
   GEMM into a preallocated output;
 * fit with default threads and with BLAS pinned to one thread;
 * the paper's per-query figure (Appendix D: 58.6 ms) for comparison;
-* a sweep over n across the old cliff of the single query (n = 500,000, 540,000, 10**6,
-  4 * 10**6 and 10**7, H = 64, k = 10; ``--sweep-n``), one query and 16 queries: ``top_cases``
+* a sweep over n from 1,000 to 10**7 across the old cliff of the single query (n = 1,000,
+  10,000, 100,000, 500,000, 540,000, 10**6, 4 * 10**6 and 10**7, H = 64, k = 10;
+  ``--sweep-n``; at the small sizes the floor is a few microseconds, so the fixed cost of a
+  call - validation, the exact refinement, the result object - shows), one query and 16
+  queries: ``top_cases``
   and ``explain`` against one float64 GEMV (m GEMVs: a small GEMM into a preallocated output)
   by an (n, H) matrix + ``argpartition`` of the weighted values, timed in turn (the order
   rotating, medians; target: within 1.25x); and at n = 4 * 10**6 (``--memmap-n``) the same
@@ -256,7 +259,8 @@ def main(argv: list[str] | None = None) -> None:
                     help="seconds of pause before each interleaved batched call (default: "
                          "the measured BLAS spin x 1.5 + 0.05 s)")
     ap.add_argument("--sweep-n", type=int, nargs="*",
-                    default=[500_000, 540_000, 1_000_000, 4_000_000, 10_000_000],
+                    default=[1_000, 10_000, 100_000, 500_000, 540_000, 1_000_000, 4_000_000,
+                             10_000_000],
                     help="sizes of the single/small-batch query sweep (none: no sweep)")
     ap.add_argument("--sweep-m", type=int, nargs="+", default=[1, 16])
     ap.add_argument("--threads", type=int, default=None,

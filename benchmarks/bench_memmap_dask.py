@@ -17,7 +17,8 @@ Measures, in one run on this machine (medians of ``--repeats``):
 
 Run: ``python benchmarks/bench_memmap_dask.py [--n 10000000] [--dir /tmp]``; the files
 (5.1 GB + 2.6 GB at the default n) are deleted afterwards. Writes
-``benchmarks/results/memmap_dask.csv``.
+``benchmarks/results/memmap_dask.csv``; every row carries the CPU model, the GEMM peak
+measured at the start of the run and numpy's BLAS core type.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ import numpy as np
 import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _common import machine, median_time  # noqa: E402
+from _common import gemm_peak_gflops, machine, machine_columns, median_time  # noqa: E402
 
 import cbdt  # noqa: E402
 
@@ -122,6 +123,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--no-save", action="store_true")
     args = ap.parse_args(argv)
     n, rep = args.n, args.repeats
+    peak = gemm_peak_gflops()
+    print(f"GEMM peak: {peak:.1f} GFLOP/s", flush=True)
     tmp = Path(tempfile.mkdtemp(dir=args.dir, prefix="cbdt-bench-"))
     rows = []
     rng = np.random.default_rng(1)
@@ -212,7 +215,9 @@ def main(argv: list[str] | None = None) -> None:
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     df = pd.DataFrame(rows)
-    meta = machine() | {"n": str(n)}
+    for c, v in machine_columns(peak).items():
+        df[c] = v
+    meta = machine() | {"n": str(n), "peak_gflops": f"{peak:.1f}"}
     print(meta)
     print(df.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
     if not args.no_save:

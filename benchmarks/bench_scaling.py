@@ -11,7 +11,8 @@ Exact costs O(n H^2 + H^3) to fit and O(n H) per query. This benchmark measures,
   (H, n) @ (n, H) into a preallocated (H, H) output;
 
 as n grows (H = 64) and as H grows (n fixed), and writes ``benchmarks/results/scaling.csv``
-plus ``scaling_meta.json`` (date, CPU, cores, BLAS threads). Fitted log-log exponents are
+plus ``scaling_meta.json`` (date, CPU, cores, BLAS threads); every row carries the CPU
+model, the GEMM peak measured at the start of the run and numpy's BLAS core type. Fitted log-log exponents are
 printed. Per-query time = time of ``coefficients`` for a batch of m queries, divided by m
 (m = min(256, 2**26 // n) so the (m, n) output stays at 512 MB). Nyström is run up to
 n = 10**6 only: its fit holds three (n, H) arrays at once (about 15 GB at n = 10**7).
@@ -31,7 +32,13 @@ import numpy as np
 import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _common import fit_exponent, machine, median_time  # noqa: E402
+from _common import (  # noqa: E402
+    fit_exponent,
+    gemm_peak_gflops,
+    machine,
+    machine_columns,
+    median_time,
+)
 
 import cbdt  # noqa: E402
 
@@ -98,6 +105,8 @@ def main(argv: list[str] | None = None) -> None:
         ns = [n for n in (10**3, 10**4, 10**5, 10**6, 10**7) if n <= args.n_max]
         Hs = [H for H in (32, 64, 128, 256, 512, 1024, 2048, 4096) if H <= args.H_max]
         n_fixed = 20_000
+    peak = gemm_peak_gflops()
+    print(f"GEMM peak: {peak:.1f} GFLOP/s", flush=True)
     rows = []
     for n in ns:
         print(f"n = {n:,}, H = 64", flush=True)
@@ -106,7 +115,9 @@ def main(argv: list[str] | None = None) -> None:
         print(f"n = {n_fixed:,}, H = {H}", flush=True)
         rows += measure(n_fixed, H, "H", nystrom=True, big=H >= 1024)
     df = pd.DataFrame(rows)[["sweep", "n", "H", "m", "method", "fit_s", "query_s"]]
-    meta = machine()
+    for c, v in machine_columns(peak).items():
+        df[c] = v
+    meta = machine() | {"peak_gflops": f"{peak:.1f}"}
     print(meta)
     for sweep, x in (("n", "n"), ("H", "H")):
         sub = df[df.sweep == sweep]

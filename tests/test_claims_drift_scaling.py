@@ -398,3 +398,63 @@ def test_fit_notes_state_the_arithmetic_floor_from_the_measured_rates():
     # a stored run without the rate (older benchmark files) gets no such sentence
     assert not any(s.startswith("The arithmetic floor") for s in claims.ch10_nystrom.fit_notes(
         fit.drop(columns=["peak_gflops", "gram_at_peak_s"])))
+
+
+def test_fit_notes_give_the_one_thread_profile_shares():
+    fit = pd.DataFrame([
+        {"case": "in memory", "dtype": "float64", "n": 1_000_000, "H": H, "fit_s": 1.0,
+         "floor_s": 0.4, "ratio": 2.5, "profile_fit_1thread_cpu_s": 2.0,
+         "profile_copy_cpu_s": copy, "outside_share_cpu": share}
+        for H, copy, share in ((64, 0.4, 0.5), (256, 0.2, 0.3))
+    ])
+    notes = claims.ch10_nystrom.fit_notes(fit)
+    prof = [s for s in notes if s.startswith("Profiled on one thread")]
+    assert len(prof) == 1
+    assert "widths $H = 64$, $H = 256$" in prof[0]
+    assert "Cholesky factorisations) is 50 %, 30 %." in prof[0]  # outside the kernels
+    assert "takes 20 %, 10 % of the fit; the rest (30 %, 20 %)" in prof[0]  # copy, the rest
+    # a stored run without the profile (--no-profile, older files) gets no such sentence
+    assert not any(s.startswith("Profiled") for s in claims.ch10_nystrom.fit_notes(
+        fit.drop(columns=["profile_copy_cpu_s"])))
+
+
+def _sweep_rows():
+    rows = []
+    for n, r1, r16 in ((1_000, 3.5, 2.0), (100_000, 1.1, 0.5), (10_000_000, 0.7, 0.2)):
+        for m, r in ((1, r1), (16, r16)):
+            for call in ("top_cases", "explain"):
+                rows.append({"n": n, "m": m, "call": call, "storage": "in memory",
+                             "ratio": r, "target": 1.25, "median_ms": 0.05 * r,
+                             "floor_ms": 0.05, "floor": "the floor", "ratio_max_floor": np.nan})
+    for m, r, rmax in ((1, 0.4, 0.4), (16, 1.5, 1.46)):
+        rows.append({"n": 4_000_000, "m": m, "call": "top_cases", "storage": "memmap",
+                     "ratio": r, "target": 1.5, "median_ms": 100 * r, "floor_ms": 100.0,
+                     "floor": "one pass", "ratio_max_floor": rmax})
+    return pd.DataFrame(rows)
+
+
+def test_query_sweep_notes_and_table_follow_the_stored_rows():
+    sw = _sweep_rows()
+    notes = claims.ch10_nystrom.query_sweep_notes(sw)
+    one, sixteen, why, memmap = notes
+    # one query: within 1.25x from n = 100,000 on; at n = 1,000 the fixed cost shows
+    assert "`top_cases` is within 1.25x from $n = 100{,}000$ on" in one
+    assert "(at $n = 1{,}000$: 175 µs against 50 µs, 3.50x)" in one
+    assert why.startswith("At the small sizes the fixed cost of a call")
+    # 16 queries: 2.0x at n = 1,000, so again only from 100,000 on
+    assert sixteen.startswith("Against its floor (the floor), for 16 queries")
+    assert "within 1.25x from $n = 100{,}000$ on" in sixteen
+    assert "0.40x for one query, 1.50x for 16 queries (1.46x the larger" in memmap
+    # every size within the target: said so, with the range
+    ok = sw[sw["n"] > 1_000]
+    assert "within 1.25x of it at every size from $n = 100{,}000$ to $10{,}000{,}000$ " \
+           "(0.70x to 1.10x)" in claims.ch10_nystrom.query_sweep_notes(ok)[0]
+    tab = scaling.query_sweep_table(sw)
+    assert list(tab.columns) == ["1 query: top_cases", "1 query: explain",
+                                 "16 queries: top_cases", "16 queries: explain"]
+    assert tab.loc[(4_000_000, "memmap"), "16 queries: top_cases"] == 1.5
+    assert np.isnan(tab.loc[(4_000_000, "memmap"), "1 query: explain"])
+    with pytest.raises(InputError, match="query_sweep"):
+        claims.ch10_nystrom.query_sweep_notes(sw.drop(columns="target"))
+    with pytest.raises(InputError, match="query_sweep"):
+        scaling.query_sweep_table(sw.drop(columns="call"))

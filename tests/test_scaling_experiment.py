@@ -85,11 +85,30 @@ def test_accuracy_against_bounds_shows_verdicts_not_rounding_errors():
 
 
 def test_stored_benchmarks_load_with_their_machine():
-    for name in ("scaling", "limits", "memmap_dask", "fit"):
+    for name in ("scaling", "limits", "memmap_dask", "fit", "attribution"):
         df, meta = scaling.load_benchmark(name)
         assert len(df) > 0 and {"date", "cpu", "cores", "blas"} <= set(meta)
+        # every row names its machine (issue 31): the CPU, a measured peak, the BLAS core
+        assert set(scaling.MACHINE_COLUMNS) <= set(df.columns), name
+        assert df["cpu"].notna().all() and (df["peak_gflops"] > 0).all(), name
+        assert df["blas_core"].str.len().gt(0).all(), name
+        assert scaling.machine_line(df, meta).startswith(f"benchmark of {meta['date']}")
     with pytest.raises(InputError, match="make bench"):
         scaling.load_benchmark("nonexistent")
+
+
+def test_machine_line_names_every_machine_of_the_rows():
+    meta = {"date": "2026-01-02", "cores": "4"}
+    one = pd.DataFrame({"x": [1, 2], "cpu": ["CPU A", "CPU A"], "peak_gflops": [99.6, 100.4],
+                        "blas_core": ["openblas Haswell"] * 2})
+    assert scaling.machine_line(one, meta) == (
+        "benchmark of 2026-01-02, 4 cores: CPU A, openblas Haswell, GEMM peak 100 GFLOP/s")
+    two = pd.concat([one, one.assign(cpu="CPU B", peak_gflops=37.2).iloc[:1]])
+    assert scaling.machine_line(two, meta) == (
+        "benchmark of 2026-01-02, 4 cores: CPU A, openblas Haswell, GEMM peak 100 GFLOP/s "
+        "(2 rows); CPU B, openblas Haswell, GEMM peak 37 GFLOP/s (1 row)")
+    with pytest.raises(InputError, match=r"lack the machine columns \['blas_core'\]"):
+        scaling.machine_line(one.drop(columns="blas_core"), meta)
 
 
 def test_with_condition_has_the_requested_condition_number():

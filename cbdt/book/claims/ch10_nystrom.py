@@ -32,6 +32,7 @@ __all__ = [
     "PAPER_APP_D_MS",
     "scaling_verdicts",
     "fit_notes",
+    "query_sweep_notes",
     "benchmark_notes",
     "scaling_notes",
     "APPENDIX_NOTE",
@@ -527,9 +528,14 @@ def _wins_sentence(sc: pd.DataFrame, margin: float) -> str:
     return out + "."
 
 
+#: The one-thread profile columns of ``fit.csv`` (``benchmarks/bench_fit.py``'s ``profile``).
+_PROFILE_COLUMNS = ("profile_fit_1thread_cpu_s", "profile_copy_cpu_s", "outside_share_cpu")
+
+
 def fit_notes(fit: pd.DataFrame) -> list[str]:
     """Sentences on the fit benchmark, generated from its stored rows: the in-memory ratio
-    to the Gram product per width, the memmap's to a streaming read and to its Gram, and the
+    to the Gram product per width, the one-thread profile's shares (outside BLAS, the copy
+    of ``Phi``) where stored, the memmap's to a streaming read and to its Gram, and the
     Dask cost model checked at the measured size and extrapolated."""
     out = []
     mem = fit[fit["case"] == "in memory"]
@@ -543,6 +549,25 @@ def fit_notes(fit: pd.DataFrame) -> list[str]:
              if one_n else "In memory the fit takes ")
             + "; ".join(parts)
             + " of numpy's Gram product $\\Phi^\\top\\Phi$ of the same matrix."
+        )
+    prof = mem.dropna(subset=[c for c in _PROFILE_COLUMNS if c in mem.columns])
+    if len(prof) and set(_PROFILE_COLUMNS) <= set(mem.columns):
+        def pct(col: str) -> str:
+            return ", ".join(f"{100 * v:.0f} %" for v in col)
+
+        total = prof["profile_fit_1thread_cpu_s"]
+        copy = prof["profile_copy_cpu_s"] / total
+        rest = prof["outside_share_cpu"] - copy
+        widths = ", ".join(f"$H = {_int(h)}$" for h in prof["H"])
+        out.append(
+            f"Profiled on one thread (its CPU time; widths {widths}), the share of the fit "
+            f"outside the BLAS-3 and LAPACK kernels (triangular solves, Gram products, "
+            f"Cholesky factorisations) is {pct(prof['outside_share_cpu'])}. Writing the copy "
+            f"of $\\Phi$ that the queries read, with the first touch of its fresh pages, "
+            f"takes {pct(copy)} of the fit; the rest ({pct(rest)}) is each block's copy into "
+            "the buffer of its triangular solve, the row norms the exact ranking keeps, and "
+            "Python. These steps are bound by memory, not arithmetic: on a machine with a "
+            "faster matrix product they weigh more."
         )
     mm = fit[fit["case"] == "memmap"]
     for r in mm.itertuples():
@@ -583,6 +608,63 @@ def fit_notes(fit: pd.DataFrame) -> list[str]:
             + ", ".join(parts)
             + " (compute alone; the measured local run shows what scheduling and transfers add)."
         )
+    return out
+
+
+def _time(ms: float) -> str:
+    return f"{ms * 1e3:.0f} µs" if ms < 1 else f"{ms:.1f} ms"
+
+
+def query_sweep_notes(sweep: pd.DataFrame) -> list[str]:
+    """Sentences on the query sweep of ``benchmarks/bench_influence.py``, generated from its
+    stored rows: per number of queries and call, the sizes from which every in-memory
+    ratio to the floor is within the row's target, the ratio where a smaller size is not,
+    and the memmap's ratios to one streaming pass over its file."""
+    need = {"n", "m", "call", "storage", "ratio", "target", "median_ms", "floor_ms", "floor"}
+    if not need <= set(sweep.columns):
+        raise InputError(f"query_sweep_notes needs the columns {sorted(need)} of "
+                         "benchmarks/results/query_sweep.csv.")
+    out = []
+    mem = sweep[sweep["storage"] == "in memory"]
+    short = False  # some call misses its target at the small sizes only
+    for m, gm in mem.groupby("m", sort=True):
+        parts = []
+        for call, g in gm.groupby("call", sort=False):
+            g = g.sort_values("n")
+            ok = (g["ratio"] <= g["target"]).to_numpy()
+            first = next((i for i in range(len(g)) if ok[i:].all()), None)
+            tgt = float(g["target"].iloc[0])
+            lo, hi = g["n"].iloc[0], g["n"].iloc[-1]
+            if first == 0:
+                part = (f"`{call}` is within {tgt:.2f}x of it at every size from $n = "
+                        f"{_int(lo)}$ to ${_int(hi)}$ ({g['ratio'].min():.2f}x to "
+                        f"{g['ratio'].max():.2f}x)")
+            elif first is None:
+                part = (f"`{call}` is above {tgt:.2f}x at $n = {_int(hi)}$ "
+                        f"({g['ratio'].iloc[-1]:.2f}x)")
+            else:
+                short = True
+                small = g.iloc[0]
+                part = (f"`{call}` is within {tgt:.2f}x from $n = {_int(g['n'].iloc[first])}$ "
+                        f"on (at $n = {_int(lo)}$: {_time(small.median_ms)} against "
+                        f"{_time(small.floor_ms)}, {small.ratio:.2f}x)")
+            parts.append(part)
+        what = "one query" if m == 1 else f"{m} queries"
+        out.append(f"Against its floor ({gm['floor'].iloc[0]}), for {what} "
+                   + "; ".join(parts) + ".")
+    if short:
+        out.append("At the small sizes the fixed cost of a call outweighs a product that "
+                   "small: the checks of the input, the exact refinement of the candidates "
+                   "and the result, for `explain` two pandas tables.")
+    mm = sweep[sweep["storage"] == "memmap"].sort_values("m")
+    if len(mm):
+        parts = [f"{r.ratio:.2f}x for {'one query' if r.m == 1 else f'{r.m} queries'}"
+                 + ("" if pd.isna(getattr(r, "ratio_max_floor", np.nan))
+                    or r.ratio_max_floor == r.ratio else
+                    f" ({r.ratio_max_floor:.2f}x the larger of the pass and the bare product)")
+                 for r in mm.itertuples()]
+        out.append(f"On a float64 memmap of $n = {_int(mm['n'].iloc[0])}$ rows, `top_cases` "
+                   f"takes {', '.join(parts)} of one streaming pass over the file.")
     return out
 
 

@@ -31,7 +31,14 @@ __all__ = [
     "nystrom_wins",
     "dask_check",
     "load_benchmark",
+    "machine_line",
+    "query_sweep_table",
+    "MACHINE_COLUMNS",
 ]
+
+#: The columns every stored benchmark row carries (``benchmarks/_common.machine_columns``):
+#: the CPU model, the GEMM peak measured in the run (GFLOP/s) and numpy's BLAS core type.
+MACHINE_COLUMNS = ("cpu", "peak_gflops", "blas_core")
 
 _EPS = float(np.finfo(np.float64).eps)
 
@@ -362,10 +369,11 @@ def load_benchmark(name: str) -> tuple[pd.DataFrame, dict[str, str]]:
 
     Parameters
     ----------
-    name : {"scaling", "limits", "memmap_dask", "attribution", "fit"}
+    name : {"scaling", "limits", "query_sweep", "memmap_dask", "attribution", "fit"}
         ``benchmarks/results/<name>.csv`` and ``<name>_meta.json`` of the repository (written
-        by ``benchmarks/bench_scaling.py``, ``bench_influence.py``, ``bench_memmap_dask.py``,
-        ``bench_attribution.py``, ``bench_fit.py``).
+        by ``benchmarks/bench_scaling.py``, ``bench_influence.py`` (``limits`` and
+        ``query_sweep``), ``bench_memmap_dask.py``, ``bench_attribution.py``,
+        ``bench_fit.py``).
 
     Returns
     -------
@@ -381,6 +389,80 @@ def load_benchmark(name: str) -> tuple[pd.DataFrame, dict[str, str]]:
             "benchmarks/) from a checkout of the repository to write it."
         )
     return pd.read_csv(csv), json.loads(meta.read_text())
+
+
+def query_sweep_table(sweep: pd.DataFrame) -> pd.DataFrame:
+    """The single and small-batch query sweep (``benchmarks/bench_influence.py``) as the
+    appendix shows it: one row per memory size and storage, one column per (queries, call),
+    the time over its floor measured in the same run (one float64 GEMV, or a small GEMM, +
+    ``argpartition`` in memory; one streaming pass over the file for a memmap).
+
+    Parameters
+    ----------
+    sweep : DataFrame
+        ``benchmarks/results/query_sweep.csv``.
+
+    Returns
+    -------
+    DataFrame
+        Indexed by ``("n", "storage")`` in the stored order; NaN where a call was not timed
+        (``explain`` on the memmap).
+    """
+    need = {"n", "storage", "m", "call", "ratio"}
+    if not need <= set(sweep.columns):
+        raise InputError(f"query_sweep_table needs the columns {sorted(need)} of "
+                         "benchmarks/results/query_sweep.csv.")
+    col = sweep["m"].map(lambda m: f"{m} quer{'y' if m == 1 else 'ies'}") + ": " + sweep["call"]
+    out = sweep.assign(col=col).pivot_table(
+        index=["n", "storage"], columns="col", values="ratio", sort=False)
+    out.columns.name = None
+    return out[list(dict.fromkeys(col))]
+
+
+def machine_line(df: pd.DataFrame, meta: dict[str, str]) -> str:
+    """Where a stored benchmark ran, read from its rows: the date and core count of the run
+    (``meta``), and the CPU model, GEMM peak and BLAS core type that every row carries
+    (:data:`MACHINE_COLUMNS`). A table whose rows come from more than one machine or run
+    (``fit.csv`` keeps its file rows when its in-memory rows are re-measured) names each,
+    with its number of rows, in the order the rows first appear.
+
+    Parameters
+    ----------
+    df : DataFrame
+        A table of :func:`load_benchmark`.
+    meta : dict
+        Its machine description (``date``, ``cores``).
+
+    Returns
+    -------
+    str
+        E.g. ``"benchmark of 2026-11-28, 2 cores: Intel(R) Xeon(R) Processor, openblas
+        SkylakeX, GEMM peak 180 GFLOP/s"``.
+
+    Raises
+    ------
+    InputError
+        If the rows do not carry the machine columns (a table written before they were
+        added: re-run its script in ``benchmarks/``).
+    """
+    missing = [c for c in MACHINE_COLUMNS if c not in df.columns]
+    if missing:
+        raise InputError(
+            f"the stored benchmark rows lack the machine columns {missing}: they were written "
+            "by an older script. Re-run it (`make bench`, or the script in benchmarks/)."
+        )
+    rows = df[list(MACHINE_COLUMNS)].astype({"peak_gflops": float}).round({"peak_gflops": 0})
+    counts = rows.value_counts(sort=False)
+    machines = rows.drop_duplicates()  # in the order the rows first appear
+    parts = []
+    for key in machines.itertuples(index=False, name=None):
+        cpu, peak, core = key
+        part = f"{cpu}, {core}, GEMM peak {peak:.0f} GFLOP/s"
+        if len(machines) > 1:
+            count = int(counts.loc[key])
+            part += f" ({count} row{'s' if count != 1 else ''})"
+        parts.append(part)
+    return f"benchmark of {meta['date']}, {meta['cores']} cores: " + "; ".join(parts)
 
 
 # ---------------------------------------------------------------------------------------
