@@ -21,6 +21,11 @@ so that OpenBLAS's spinning threads of the previous call are asleep):
   workers from the float64 file: the fit against a cost model built from per-chunk times
   measured in this process (:func:`dask_cost_model`), and the model's prediction for
   n = 10**9 rows on 16, 64 and 256 workers;
+* beside every in-memory fit, the same fit with numpy's huge-page request switched off
+  (``fit_small_pages_s``: the fit's copy of Phi then lies in the kernel's default pages; the
+  setting and the kernel's ``transparent_hugepage`` policy in ``numpy_hugepages``), and one
+  query's top 10 cases on each fit's copy, timed in turn (``query_top10_s``,
+  ``query_top10_small_pages_s``): what the page size costs the fit once and every query after;
 * beside every in-memory fit, what a user would pick instead: scikit-learn's
   ``Ridge(solver="cholesky")`` on the same data (the normal equations: errors of order
   cond(Phi)^2 eps), timed in the same rounds (``ridge_cholesky_s``);
@@ -55,6 +60,7 @@ import shutil
 import sys
 import tempfile
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -105,6 +111,52 @@ def threaded_gram(Phi: np.ndarray, rows: int = 4096) -> np.ndarray:
 
     with single_threaded_blas(), ThreadPoolExecutor(t) as pool:
         return sum(pool.map(part, range(t)))
+
+
+def _hugepage_setter():
+    """numpy's switch of its huge-page request on large allocations (Linux), or None."""
+    try:
+        from numpy._core import multiarray
+    except ImportError:  # pragma: no cover - numpy < 2
+        from numpy.core import multiarray
+    return getattr(multiarray, "_set_madvise_hugepage", None)
+
+
+def hugepages_default() -> str:
+    """Whether numpy asks for transparent huge pages on large allocations here, and the
+    kernel's ``transparent_hugepage`` settings (``enabled``/``defrag``)."""
+    setter = _hugepage_setter()
+    if setter is None:  # pragma: no cover
+        asks = "unknown"
+    else:
+        old = setter(True)
+        setter(old)
+        asks = str(bool(old))
+    kernel = []
+    for what in ("enabled", "defrag"):
+        try:
+            text = Path(f"/sys/kernel/mm/transparent_hugepage/{what}").read_text()
+            kernel.append(f"{what}={text.split('[')[1].split(']')[0]}")
+        except (OSError, IndexError):
+            kernel.append(f"{what}=?")
+    return f"numpy asks: {asks}; " + ", ".join(kernel)
+
+
+@contextmanager
+def numpy_hugepages(enabled: bool):
+    """numpy's huge-page request (``madvise(MADV_HUGEPAGE)`` on allocations from 4 MiB, the
+    ``NUMPY_MADVISE_HUGEPAGE`` switch) set to ``enabled`` for the block, restored after.
+    Where the kernel's ``defrag`` is ``madvise``, a fault in such memory that finds no free
+    huge page waits for a compaction (numpy/numpy#31590): this times the fit both ways."""
+    setter = _hugepage_setter()
+    if setter is None:  # pragma: no cover - not available: numpy's default
+        yield
+        return
+    old = setter(enabled)
+    try:
+        yield
+    finally:
+        setter(old)
 
 
 def representations(n: int, H: int, seed: int = 0) -> np.ndarray:
@@ -262,17 +314,30 @@ def in_memory(n: int, H: int, repeats: int, prof: bool = True) -> dict:
     R = np.random.default_rng(1).normal(size=(n, 3))
     ci = cbdt.CaseInfluence()
     ridge = Ridge(solver="cholesky", fit_intercept=bool(ci.intercept))
-    t_gram, t_tgram, t_fit, t_ridge = rounds_timed(
+    ci_small = cbdt.CaseInfluence()
+
+    def fit_small_pages():
+        with numpy_hugepages(False):
+            return ci_small.fit(Phi, R)
+
+    t_gram, t_tgram, t_fit, t_ridge, t_small = rounds_timed(
         [lambda: Phi.T @ Phi, lambda: threaded_gram(Phi), lambda: ci.fit(Phi, R),
-         lambda: ridge.fit(Phi, R)], repeats)
+         lambda: ridge.fit(Phi, R), fit_small_pages], repeats)
+    # what the page size of the fit's copy costs each query afterwards: one query's top 10
+    # on the copy in huge pages (numpy's request) and in small ones, timed in turn
+    q = Phi[:1].copy()
+    t_q, t_q_small = rounds_timed([lambda: ci.top_cases(q, 0, k=10),
+                                   lambda: ci_small.top_cases(q, 0, k=10)], 5 * repeats)
     row = {
         "case": "in memory", "dtype": "float64", "n": n, "H": H, "repeats": repeats,
         "floor": "numpy Phi.T @ Phi", "floor_s": t_gram, "threaded_gram_s": t_tgram,
         "fit_s": t_fit, "ratio": t_fit / t_gram, "ratio_threaded_gram": t_fit / t_tgram,
         "factorization": ci.factorization_, "omega": ci.orthogonality_loss_,
         "passes": ci._fit_passes, "ridge_cholesky_s": t_ridge, "ratio_ridge": t_fit / t_ridge,
+        "fit_small_pages_s": t_small, "query_top10_s": t_q, "query_top10_small_pages_s": t_q_small,
+        "numpy_hugepages": hugepages_default(),
     }
-    ci = None  # its copy of Phi freed before the profile's fits
+    ci = ci_small = None  # their copies of Phi freed before the profile's fits
     if prof:
         row |= profile(Phi, R, repeats)
     gc.collect()
@@ -429,6 +494,10 @@ def main() -> None:
             print(f"H = {r.H}, n = {r.n:,}: fit {r.fit_s:.3f} s = {r.ratio:.2f}x numpy's Gram "
                   f"({r.floor_s:.3f} s), Ridge(cholesky) {r.ridge_cholesky_s:.3f} s")
             continue
+        print(f"H = {r.H}, n = {r.n:,}: fit {r.fit_s:.3f} s, without numpy's huge-page "
+              f"request {r.fit_small_pages_s:.3f} s; one query's top 10 afterwards "
+              f"{1e3 * r.query_top10_s:.2f} ms and {1e3 * r.query_top10_small_pages_s:.2f} ms "
+              f"({r.numpy_hugepages})")
         print(f"H = {r.H}, n = {r.n:,}: fit {r.fit_s:.3f} s = {r.ratio:.2f}x numpy's Gram "
               f"({r.floor_s:.3f} s; target <= 3), Ridge(cholesky) {r.ridge_cholesky_s:.3f} s; "
               f"profile on 1 thread: fit {r.profile_fit_1thread_s:.3f} s, trsm "
