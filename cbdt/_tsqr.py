@@ -64,7 +64,9 @@ SAMPLE_STRIDE, SAMPLE_MIN_BLOCKS = 8, 64
 #: on the benchmark machine (OpenBLAS SkylakeX, blocks of :func:`block_rows` rows, each
 #: copied into the buffer first, medians of interleaved runs on 1 and 2 threads): right/left
 #: time 0.81-0.83 at H = 64 (the whole fit at n = 4e5 on one thread: 0.78 in CPU time),
-#: 1.07-1.09 at H = 256, 1.14-1.18 at H = 1024.
+#: 1.07-1.09 at H = 256, 1.14-1.18 at H = 1024. Re-measured on a quiet machine (whole fits
+#: at n = 1e6, interleaved medians): at H = 64 the left-side solve everywhere takes 1.12x
+#: this split (0.541 s against 0.484 s); at H = 256 the two are equal (4.08 s against 4.04 s).
 LEFT_TRSM_MIN = 129
 _LANES = 16  # accumulators of the block sums: fixed, so the sum order is thread-independent
 _TSQR_ROWS = 2048  # rows folded into the Householder factor at once (cache-sized QR)

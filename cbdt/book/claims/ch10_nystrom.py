@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -534,6 +535,17 @@ _PROFILE_COLUMNS = ("profile_fit_1thread_cpu_s", "profile_copy_cpu_s", "outside_
 _PAGE_COLUMNS = ("fit_small_pages_s", "query_top10_s", "query_top10_small_pages_s")
 
 
+def _rows_with(df: pd.DataFrame, cols: Sequence[str]) -> pd.DataFrame:
+    """The rows of ``df`` with every column of ``cols`` filled; none when a column is
+    missing (a table stored before the column was added)."""
+    return df.dropna(subset=list(cols)) if set(cols) <= set(df.columns) else df.iloc[:0]
+
+
+def _listed(values: Any, fmt: str) -> str:
+    """``values`` formatted by ``fmt`` and joined by commas, in order."""
+    return ", ".join(fmt.format(v) for v in values)
+
+
 def fit_notes(fit: pd.DataFrame) -> list[str]:
     """Sentences on the fit benchmark, generated from its stored rows: the in-memory ratio
     to the Gram product per width, the one-thread profile's shares (outside BLAS, the copy
@@ -552,40 +564,33 @@ def fit_notes(fit: pd.DataFrame) -> list[str]:
             + "; ".join(parts)
             + " of numpy's Gram product $\\Phi^\\top\\Phi$ of the same matrix."
         )
-    prof = mem.dropna(subset=[c for c in _PROFILE_COLUMNS if c in mem.columns])
-    if len(prof) and set(_PROFILE_COLUMNS) <= set(mem.columns):
-        def pct(col: str) -> str:
-            return ", ".join(f"{100 * v:.0f} %" for v in col)
-
-        total = prof["profile_fit_1thread_cpu_s"]
-        copy = prof["profile_copy_cpu_s"] / total
+    prof = _rows_with(mem, _PROFILE_COLUMNS)
+    if len(prof):
+        copy = prof["profile_copy_cpu_s"] / prof["profile_fit_1thread_cpu_s"]
         rest = prof["outside_share_cpu"] - copy
         widths = ", ".join(f"$H = {_int(h)}$" for h in prof["H"])
         out.append(
             f"Profiled on one thread (its CPU time; widths {widths}), the share of the fit "
             f"outside the BLAS-3 and LAPACK kernels (triangular solves, Gram products, "
-            f"Cholesky factorisations) is {pct(prof['outside_share_cpu'])}. Writing the copy "
-            f"of $\\Phi$ that the queries read, with the first touch of its fresh pages, "
-            f"takes {pct(copy)} of the fit; the rest ({pct(rest)}) is each block's copy into "
-            "the buffer of its triangular solve, the row norms the exact ranking keeps, and "
-            "Python. These steps are bound by memory, not arithmetic: on a machine with a "
-            "faster matrix product they weigh more."
+            f"Cholesky factorisations) is {_listed(100 * prof['outside_share_cpu'], '{:.0f} %')}. "
+            f"Writing the copy of $\\Phi$ that the queries read, with the first touch of its "
+            f"fresh pages, takes {_listed(100 * copy, '{:.0f} %')} of the fit; the rest "
+            f"({_listed(100 * rest, '{:.0f} %')}) is each block's copy into the buffer of its "
+            "triangular solve, the row norms the exact ranking keeps, and Python. These steps "
+            "are bound by memory, not arithmetic: on a machine with a faster matrix product "
+            "they weigh more."
         )
-    pages = mem.dropna(subset=[c for c in _PAGE_COLUMNS if c in mem.columns])
-    if len(pages) and set(_PAGE_COLUMNS) <= set(mem.columns):
-        def secs(col: str) -> str:
-            return ", ".join(f"{v:.2f} s" for v in pages[col])
-
-        def ms(col: str) -> str:
-            return ", ".join(f"{1e3 * v:.1f} ms" for v in pages[col])
-
+    pages = _rows_with(mem, _PAGE_COLUMNS)
+    if len(pages):
         policy = pages["numpy_hugepages"].iloc[0] if "numpy_hugepages" in pages else ""
         out.append(
             "With numpy's request for transparent huge pages switched off (the fit's copy "
-            f"then lies in the kernel's default pages), at the same widths the fit takes {secs('fit_small_pages_s')} "
-            f"against {secs('fit_s')}, and one query's top 10 cases read from that copy "
-            f"afterwards {ms('query_top10_small_pages_s')} against {ms('query_top10_s')}: the "
-            "page size trades the first touch of the copy, paid once, against every later read"
+            "then lies in the kernel's default pages), at the same widths the fit takes "
+            f"{_listed(pages['fit_small_pages_s'], '{:.2f} s')} against "
+            f"{_listed(pages['fit_s'], '{:.2f} s')}, and one query's top 10 cases read from "
+            f"that copy afterwards {_listed(1e3 * pages['query_top10_small_pages_s'], '{:.1f} ms')} "
+            f"against {_listed(1e3 * pages['query_top10_s'], '{:.1f} ms')}: the page size "
+            "trades the first touch of the copy, paid once, against every later read"
             + (f" ({policy})." if policy else ".")
         )
     mm = fit[fit["case"] == "memmap"]
