@@ -30,13 +30,15 @@ so that OpenBLAS's spinning threads of the previous call are asleep):
   ``Ridge(solver="cholesky")`` on the same data (the normal equations: errors of order
   cond(Phi)^2 eps), timed in the same rounds (``ridge_cholesky_s``);
 * a profile of the in-memory fit (:func:`profile`), on one thread (BLAS pinned, one Python
-  thread): the time inside the BLAS-3/LAPACK kernels of the passes (``trsm``, ``syrk``,
-  ``potrf``, each call timed) and everything else (copies, checks, small factorisations,
+  thread): the time inside the BLAS-3/LAPACK kernels of the passes (``trsm``, with the
+  ``dgemm`` calls of the recursive solve, ``syrk``, ``potrf``, each call timed) and everything else (copies, checks, small factorisations,
   Python), as a share of the fit (``outside_share``; target: at most 10%, the proxy for a
   machine whose GEMM is 4x faster than this one's), on wall time and on the thread's CPU
   time (``_cpu``: robust to a shared machine's load), and beside it the first touch of the
   fit's own copy of Phi (:func:`first_touch`: the kernel mapping and zeroing n H' float64 of
-  fresh pages, a cost of the owned copy that no change of the fit's kernels removes).
+  fresh pages, a cost of the owned copy that no change of the fit's kernels removes; the fit
+  has it done in one call, :func:`cbdt._pages.populate`, timed with the copy in
+  ``profile_copy_cpu_s``).
 
 Every row carries the CPU model, the GEMM peak measured in this run (``peak_gflops``) and
 numpy's BLAS core type (``blas_core``: threadpoolctl's ``internal_api`` and
@@ -212,8 +214,9 @@ def first_touch(Phi: np.ndarray, repeats: int) -> dict:
 
 def profile(Phi: np.ndarray, R: np.ndarray, repeats: int) -> dict:
     """The fit on one thread (BLAS pinned to one thread, so the fit runs one Python thread),
-    every call of its pass kernels timed: ``trsm`` (:func:`cbdt._blas.trsm_rows_upper` and
-    :func:`cbdt._blas.trsm_right_upper`, whichever pass 2 uses at this width), ``syrk``
+    every call of its pass kernels timed: ``trsm`` (:func:`cbdt._blas.trsm_right_upper` or
+    :func:`cbdt._blas.trsm_right_upper_recursive`, whichever pass 2 uses at this width: the
+    latter's ``dgemm`` calls count as ``trsm``), ``syrk``
     (``cbdt._tsqr._syrk``, both passes' Gram products) and ``potrf`` (LAPACK's Cholesky).
     Each is timed on two clocks: wall time and the thread's CPU time (user + system: on a
     shared machine the time this thread ran, not the time it waited for a core). Returns
@@ -222,8 +225,9 @@ def profile(Phi: np.ndarray, R: np.ndarray, repeats: int) -> dict:
     ``outside_share_cpu`` on CPU time. The first touch of the fit's own copy (page faults,
     :func:`first_touch`) is part of ``outside``; ``outside_share_cpu_less_first_touch``
     takes out that cost as measured apart, ``outside_share_cpu_less_copy`` the time of the
-    fit's own writes of its copy (``profile_copy_cpu_s``: reading each block of ``Phi`` and
-    writing it, with the page faults, into the copy), timed inside the same fits."""
+    fit's own writes of its copy (``profile_copy_cpu_s``: mapping its pages
+    (:func:`cbdt._pages.populate`), reading each block of ``Phi`` and writing it into the
+    copy), timed inside the same fits."""
     import scipy.linalg.lapack as lapack
     from threadpoolctl import threadpool_limits
 
@@ -242,8 +246,10 @@ def profile(Phi: np.ndarray, R: np.ndarray, repeats: int) -> dict:
             return out
         return g
 
-    orig = (ts.trsm_rows_upper, ts.trsm_right_upper, ts._syrk, lapack.dpotrf)
-    ts.trsm_rows_upper, ts.trsm_right_upper = wrap("trsm", orig[0]), wrap("trsm", orig[1])
+    orig = (ts.trsm_right_upper_recursive, ts.trsm_right_upper, ts._syrk, lapack.dpotrf,
+            ts.populate)
+    ts.trsm_right_upper_recursive = wrap("trsm", orig[0])
+    ts.trsm_right_upper = wrap("trsm", orig[1])
     ts._syrk = wrap("syrk", orig[2])
     lapack.dpotrf = wrap("potrf", orig[3])
     # the writes of the fit's own copy (reading Phi, writing the fresh pages): not BLAS,
@@ -259,7 +265,13 @@ def profile(Phi: np.ndarray, R: np.ndarray, repeats: int) -> dict:
         fill_cpu[0] += time.thread_time() - c0
         return got
 
-    ts._Source.fill = fill
+    def populate(a):
+        c0 = time.thread_time()
+        got = orig[4](a)
+        fill_cpu[0] += time.thread_time() - c0
+        return got
+
+    ts._Source.fill, ts.populate = fill, populate
     rec: dict[str, list[float]] = {k: [] for k in ("total", "total_cpu", "fill_cpu", *names,
                                                     *(f"{k}_cpu" for k in names))}
     try:
@@ -281,8 +293,8 @@ def profile(Phi: np.ndarray, R: np.ndarray, repeats: int) -> dict:
                     rec[f"{k}_cpu"].append(cpu[k])
                 del ci
     finally:
-        ts.trsm_rows_upper, ts.trsm_right_upper, ts._syrk = orig[0], orig[1], orig[2]
-        lapack.dpotrf = orig[3]
+        ts.trsm_right_upper_recursive, ts.trsm_right_upper, ts._syrk = orig[:3]
+        lapack.dpotrf, ts.populate = orig[3], orig[4]
         ts._Source.fill = fill_orig
     tot, tot_cpu = np.array(rec["total"]), np.array(rec["total_cpu"])
     inside = sum(np.array(rec[k]) for k in names)

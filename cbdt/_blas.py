@@ -7,9 +7,12 @@ solving 1024 x 256 blocks with the f2py ``dtrsm`` ran at 0.95x one thread, and `
 (numpy's matmul, which releases the GIL) at 1.9x. The same routines are reached here
 through the function pointers scipy exports for Cython (``scipy.linalg.cython_blas`` and
 ``cython_lapack``) and called with :mod:`ctypes`, which releases the GIL during a foreign
-call. They are the very routines of scipy's BLAS/LAPACK, so the results are bit for bit
-those of the f2py wrappers (tested). If a scipy build does not export them, the f2py
-wrappers are used (correct, only serial).
+call. They are the very routines of scipy's BLAS/LAPACK, so one ``dtrsm`` or ``dgeqrf`` gives
+bit for bit what the f2py wrapper gives (tested). Built on them: a recursive triangular
+solve that hands most of its work to ``dgemm`` (:func:`trsm_right_upper_recursive`) and a
+``dsyrk`` that adds a block's Gram product into an accumulator (:func:`syrk_add`). If a scipy
+build does not export the pointers, the f2py wrappers or numpy are used (correct, only
+serial).
 """
 
 from __future__ import annotations
@@ -55,6 +58,35 @@ def _dtrsm() -> Any:
 
 
 @cache
+def _dgemm() -> Any:
+    from scipy.linalg import cython_blas
+
+    ptr = _pointer(cython_blas, "dgemm")
+    if ptr is None:  # pragma: no cover
+        return None
+    # void dgemm(char *transa, char *transb, int *m, int *n, int *k, double *alpha,
+    #            double *a, int *lda, double *b, int *ldb, double *beta, double *c, int *ldc)
+    proto = ctypes.CFUNCTYPE(None, _c_chr, _c_chr, _c_int_p, _c_int_p, _c_int_p, _c_dbl_p,
+                             ctypes.c_void_p, _c_int_p, ctypes.c_void_p, _c_int_p, _c_dbl_p,
+                             ctypes.c_void_p, _c_int_p)
+    return proto(ptr)
+
+
+@cache
+def _dsyrk() -> Any:
+    from scipy.linalg import cython_blas
+
+    ptr = _pointer(cython_blas, "dsyrk")
+    if ptr is None:  # pragma: no cover
+        return None
+    # void dsyrk(char *uplo, char *trans, int *n, int *k, double *alpha, double *a,
+    #            int *lda, double *beta, double *c, int *ldc)
+    proto = ctypes.CFUNCTYPE(None, _c_chr, _c_chr, _c_int_p, _c_int_p, _c_dbl_p,
+                             ctypes.c_void_p, _c_int_p, _c_dbl_p, ctypes.c_void_p, _c_int_p)
+    return proto(ptr)
+
+
+@cache
 def _dgeqrf() -> Any:
     from scipy.linalg import cython_lapack
 
@@ -73,18 +105,23 @@ def _fortran_f64(a: np.ndarray, what: str) -> None:
         raise ValueError(f"{what} must be a writeable Fortran-ordered float64 array")
 
 
-def trsm_right_upper(R: np.ndarray, B: np.ndarray) -> np.ndarray:
-    """Solve ``Y R = B`` in place (``B`` becomes ``Y``), ``R`` upper triangular.
-
-    ``R`` (k, k) and ``B`` (m, k) are Fortran-ordered float64; the GIL is released while
-    ``dtrsm`` runs. Returns ``B``.
-    """
+def _check_solve(R: np.ndarray, B: np.ndarray) -> tuple[int, int]:
     _fortran_f64(B, "B")
     if R.dtype != np.float64 or not R.flags.f_contiguous:
         raise ValueError("R must be a Fortran-ordered float64 array")
     m, k = B.shape
     if R.shape != (k, k):
         raise ValueError(f"R has shape {R.shape}, expected ({k}, {k})")
+    return m, k
+
+
+def trsm_right_upper(R: np.ndarray, B: np.ndarray) -> np.ndarray:
+    """Solve ``Y R = B`` in place (``B`` becomes ``Y``), ``R`` upper triangular.
+
+    ``R`` (k, k) and ``B`` (m, k) are Fortran-ordered float64; the GIL is released while
+    ``dtrsm`` runs. Returns ``B``.
+    """
+    m, k = _check_solve(R, B)
     fn = _dtrsm()
     if fn is None or m == 0 or k == 0:  # pragma: no cover - f2py wrapper (serial)
         if m and k:
@@ -98,39 +135,127 @@ def trsm_right_upper(R: np.ndarray, B: np.ndarray) -> np.ndarray:
     return B
 
 
-def trsm_rows_upper(R: np.ndarray, X: np.ndarray) -> np.ndarray:
-    """Solve ``Y R = X`` in place for the rows of a C-ordered block ``X`` (``X`` becomes
-    ``Y``), ``R`` (k, k) upper triangular and Fortran-ordered.
+def syrk_add(X: np.ndarray, acc: np.ndarray) -> np.ndarray:
+    """Add ``X^T X`` to the lower triangle of the C-ordered ``acc`` (p, p) in place, by one
+    ``dsyrk`` with ``beta = 1`` (the GIL released); the strict upper triangle of ``acc`` is
+    not touched. Returns ``acc``.
 
-    The C-ordered ``X`` (m, k), or the first ``k`` columns of a wider C-ordered buffer
-    (row stride ``ld`` >= k), is read by BLAS as the Fortran-ordered ``X^T`` (k, m) with
-    leading dimension ``ld``; ``Y R = X`` is ``R^T Y^T = X^T``, one left-side ``dtrsm``
-    (side L, upper, transposed) on it. No transposing copy into a Fortran buffer is made;
-    the GIL is released while ``dtrsm`` runs. Returns ``X``.
+    ``X`` (m, p) is float64 with contiguous columns (a Fortran-ordered block) or contiguous
+    rows (a C-ordered one, possibly the first columns of a wider buffer). One call reads and
+    writes the accumulator once, where a product into a scratch matrix and an addition would
+    write the product, read it and read and write the accumulator; at H = 1024 that is 8 MB
+    per block. In Fortran terms ``acc`` is the upper triangle of ``X^T X + acc``. Symmetric
+    in exact arithmetic; read it with :func:`symmetric_from_lower`.
     """
-    if X.dtype != np.float64 or X.ndim != 2 or not X.flags.writeable or X.strides[1] != 8:
-        raise ValueError("X must be a writeable float64 array with contiguous rows")
-    if R.dtype != np.float64 or not R.flags.f_contiguous:
-        raise ValueError("R must be a Fortran-ordered float64 array")
-    m, k = X.shape
-    if R.shape != (k, k):
-        raise ValueError(f"R has shape {R.shape}, expected ({k}, {k})")
-    if m == 0 or k == 0:
-        return X
-    ld = X.strides[0] // 8 if m > 1 else k
-    if X.strides[0] % 8 or ld < k:
-        raise ValueError("X must be a writeable float64 array with contiguous rows")
-    fn = _dtrsm()
-    if fn is None:  # pragma: no cover - f2py wrapper (serial, through a copy)
-        X[:] = linalg.blas.dtrsm(1.0, R, np.asfortranarray(X.T), side=0, lower=0,
-                                 trans_a=1).T
-        return X
-    ki, mi = ctypes.c_int(k), ctypes.c_int(m)
-    lda, ldb = ctypes.c_int(k), ctypes.c_int(ld)
+    m, p = X.shape
+    if acc.shape != (p, p) or acc.dtype != np.float64 or not acc.flags.c_contiguous:
+        raise ValueError(f"acc must be a C-ordered float64 array of shape ({p}, {p})")
+    if X.dtype != np.float64:
+        raise ValueError("X must be float64")
+    if m == 0 or p == 0:
+        return acc
+    if X.strides[0] == 8 and (p == 1 or X.strides[1] % 8 == 0 and X.strides[1] >= 8 * m):
+        trans, lda = b"T", max(1, X.strides[1] // 8 if p > 1 else m)  # A = X, (m, p)
+    elif X.strides[1] == 8 and (m == 1 or X.strides[0] % 8 == 0 and X.strides[0] >= 8 * p):
+        trans, lda = b"N", max(1, X.strides[0] // 8 if m > 1 else p)  # A = X^T, (p, m)
+    else:
+        raise ValueError("X must have contiguous rows or contiguous columns")
+    fn = _dsyrk()
+    if fn is None:  # pragma: no cover - no Cython capsule: numpy's product (serial add)
+        acc += np.tril(X.T @ X)
+        return acc
+    ni, ki, ldai, ldci = (ctypes.c_int(v) for v in (p, m, lda, p))
     one = ctypes.c_double(1.0)
-    fn(b"L", b"U", b"T", b"N", ctypes.byref(ki), ctypes.byref(mi), ctypes.byref(one),
-       R.ctypes.data, ctypes.byref(lda), X.ctypes.data, ctypes.byref(ldb))
-    return X
+    fn(b"U", trans, ctypes.byref(ni), ctypes.byref(ki), ctypes.byref(one), X.ctypes.data,
+       ctypes.byref(ldai), ctypes.byref(one), acc.ctypes.data, ctypes.byref(ldci))
+    return acc
+
+
+def symmetric_from_lower(acc: np.ndarray) -> np.ndarray:
+    """The symmetric matrix whose lower triangle is that of ``acc`` (a new array)."""
+    low = np.tril(acc)
+    return low + np.tril(low, -1).T
+
+
+#: Widest diagonal block :func:`trsm_right_upper_recursive` hands to ``dtrsm`` whole.
+TRSM_LEAF = 64
+
+
+def _halves(k0: int, k1: int) -> int:
+    """Where :func:`trsm_right_upper_recursive` splits the columns ``k0..k1``: at a
+    multiple of :data:`TRSM_LEAF` past the middle (blocks aligned to the leaves), or at
+    the middle when the half is narrower than a leaf."""
+    half = (k1 - k0) // 2
+    if half < TRSM_LEAF:
+        return k0 + half
+    return k0 + -(-half // TRSM_LEAF) * TRSM_LEAF
+
+
+@cache
+def _solve_plan(k: int) -> tuple[tuple[int, int, int], ...]:
+    """The calls of the recursive solve for ``k`` columns, in order: ``(k0, km, k1)`` is
+    the update of columns ``km..k1`` by the solved ``k0..km`` (a ``dgemm``), ``(k0, -1,
+    k1)`` a leaf's ``dtrsm``. Depends on ``k`` only, so the result does too."""
+    plan: list[tuple[int, int, int]] = []
+
+    def rec(k0: int, k1: int) -> None:
+        if k1 - k0 <= TRSM_LEAF:
+            plan.append((k0, -1, k1))
+            return
+        km = _halves(k0, k1)
+        rec(k0, km)
+        plan.append((k0, km, k1))
+        rec(km, k1)
+
+    rec(0, k)
+    return tuple(plan)
+
+
+def trsm_right_upper_recursive(R: np.ndarray, B: np.ndarray) -> np.ndarray:
+    """Solve ``Y R = B`` in place (``B`` becomes ``Y``) by recursive halving: with ``R =
+    [[R11, R12], [0, R22]]`` and ``B = [B1, B2]``, ``Y1 R11 = B1``, then ``B2 - Y1 R12`` by
+    one ``dgemm``, then ``Y2 R22 = B2 - Y1 R12``; blocks of at most :data:`TRSM_LEAF`
+    columns are solved by ``dtrsm``.
+
+    This is the partitioned substitution that level-3 BLAS uses inside ``dtrsm`` itself,
+    with triangular solves on the diagonal blocks (no inverse is formed), so each row of
+    ``Y`` is backward stable as with one ``dtrsm`` (tested: ``||Y R - B|| / (||Y|| ||R||)``
+    of the order of the unit roundoff). It moves most of the work into ``dgemm``: OpenBLAS's ``dtrsm`` runs at well under half
+    its ``dgemm`` rate on a tall block. Measured on one thread (AVX-512 Xeon, OpenBLAS
+    SkylakeX, blocks of 1024 rows, medians of 11): 2.0 ms against 2.8 ms for one
+    ``dtrsm`` at k = 257, 19.4 ms against 26.2 ms at k = 1025, the same (0.40 against 0.42
+    ms, 2048 rows) at k = 65. The split depends on ``k`` only, so equal inputs give equal
+    results on any number of threads. ``R`` (k, k) and ``B`` (m, k) are Fortran-ordered
+    float64; the GIL is released while each BLAS call runs. Returns ``B``.
+    """
+    m, k = _check_solve(R, B)
+    if k <= TRSM_LEAF or m == 0:
+        return trsm_right_upper(R, B)
+    trsm, gemm = _dtrsm(), _dgemm()
+    if trsm is None or gemm is None:  # pragma: no cover - f2py wrappers (serial)
+        for k0, km, k1 in _solve_plan(k):
+            if km < 0:
+                trsm_right_upper(np.asfortranarray(R[k0:k1, k0:k1]), B[:, k0:k1])
+            else:
+                B[:, km:k1] -= B[:, k0:km] @ R[k0:km, km:k1]
+        return B
+    pr, pb = R.ctypes.data, B.ctypes.data
+    ld_r, ld_b = ctypes.c_int(k), ctypes.c_int(m)
+    mi = ctypes.c_int(m)
+    one, minus = ctypes.c_double(1.0), ctypes.c_double(-1.0)
+    for k0, km, k1 in _solve_plan(k):
+        if km < 0:  # Y[:, k0:k1] R[k0:k1, k0:k1] = B[:, k0:k1]
+            w = ctypes.c_int(k1 - k0)
+            trsm(b"R", b"U", b"N", b"N", ctypes.byref(mi), ctypes.byref(w), ctypes.byref(one),
+                 pr + 8 * (k0 + k0 * k), ctypes.byref(ld_r), pb + 8 * m * k0,
+                 ctypes.byref(ld_b))
+        else:  # B[:, km:k1] -= Y[:, k0:km] R[k0:km, km:k1]
+            n2, k2 = ctypes.c_int(k1 - km), ctypes.c_int(km - k0)
+            gemm(b"N", b"N", ctypes.byref(mi), ctypes.byref(n2), ctypes.byref(k2),
+                 ctypes.byref(minus), pb + 8 * m * k0, ctypes.byref(ld_b),
+                 pr + 8 * (k0 + km * k), ctypes.byref(ld_r), ctypes.byref(one),
+                 pb + 8 * m * km, ctypes.byref(ld_b))
+    return B
 
 
 def geqrf_r(A: np.ndarray) -> np.ndarray:

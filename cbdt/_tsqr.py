@@ -21,8 +21,9 @@ factorisation :math:`X = QR`, without ever forming an inverse:
   (``"cholesky_qr3"``). A first Gram matrix of all rows alone would be the normal equations
   (errors of order :math:`\\epsilon\\,\\mathrm{cond}(\\Phi)^2`); the checked pass is what
   repairs them. The work is two or three products of the size of :math:`\\Phi^\\top\\Phi`
-  (the sampled one an eighth of that), all level-3 BLAS, and at most about 1.13 reads of
-  ``Phi`` on the sampled path.
+  (the sampled one an eighth of that), all level-3 BLAS (a wide memory's triangular solve
+  mostly ``dgemm``: :func:`cbdt._blas.trsm_right_upper_recursive`), and at most about 1.13
+  reads of ``Phi`` on the sampled path.
 * **Householder TSQR**, the guarded fallback: ``dgeqrf`` folds of ``[X, R_ret]`` over row
   chunks (a tall-skinny QR), several times slower but stable for any condition number.
 
@@ -48,7 +49,14 @@ from typing import Any
 import numpy as np
 from scipy import linalg
 
-from ._blas import geqrf_r, trsm_right_upper, trsm_rows_upper
+from ._blas import (
+    geqrf_r,
+    symmetric_from_lower,
+    syrk_add,
+    trsm_right_upper,
+    trsm_right_upper_recursive,
+)
+from ._pages import populate
 from .exceptions import InputError
 
 __all__ = ["MemoryFactor", "factor_memory", "OMEGA_MAX", "SAMPLE_STRIDE", "SAMPLE_MIN_BLOCKS"]
@@ -59,15 +67,16 @@ OMEGA_MAX = 0.5
 #: Precondition from every SAMPLE_STRIDE-th block of rows when there are at least
 #: SAMPLE_MIN_BLOCKS blocks (the pass-2 check decides whether that sufficed).
 SAMPLE_STRIDE, SAMPLE_MIN_BLOCKS = 8, 64
-#: Pass 2 solves its blocks by a left-side ``dtrsm`` on a C-ordered block from this many
-#: columns ``H'`` on, below it by a right-side ``dtrsm`` on a Fortran-ordered one. Measured
-#: on the benchmark machine (OpenBLAS SkylakeX, blocks of :func:`block_rows` rows, each
-#: copied into the buffer first, medians of interleaved runs on 1 and 2 threads): right/left
-#: time 0.81-0.83 at H = 64 (the whole fit at n = 4e5 on one thread: 0.78 in CPU time),
-#: 1.07-1.09 at H = 256, 1.14-1.18 at H = 1024. Re-measured on a quiet machine (whole fits
-#: at n = 1e6, interleaved medians): at H = 64 the left-side solve everywhere takes 1.12x
-#: this split (0.541 s against 0.484 s); at H = 256 the two are equal (4.08 s against 4.04 s).
-LEFT_TRSM_MIN = 129
+#: Pass 2 solves its blocks, each copied into a Fortran-ordered buffer, by one ``dtrsm``
+#: below this many columns ``H'`` and by the recursive solve
+#: (:func:`cbdt._blas.trsm_right_upper_recursive`, mostly ``dgemm``) from it on. Measured on
+#: the benchmark machine (OpenBLAS SkylakeX, one thread, the copy of one block from a
+#: C-ordered array and its solve, medians of 15), one ``dtrsm`` / the recursive solve / a
+#: left-side ``dtrsm`` on a C-ordered copy (no transposing copy): 0.57 / 0.54 / 0.84 ms at
+#: H' = 65 (2048 rows; no clear gain, so narrow memories keep the single ``dtrsm``), 2.90 /
+#: 1.96 / 3.52 ms at H' = 257 and 23.0 / 19.2 / 26.0 ms at H' = 1025 (1024 rows). The
+#: transposing copy itself costs 0.04-0.2 ms more than a plain one.
+RECURSIVE_TRSM_MIN = 129
 _LANES = 16  # accumulators of the block sums: fixed, so the sum order is thread-independent
 _TSQR_ROWS = 2048  # rows folded into the Householder factor at once (cache-sized QR)
 _SCALE_LO, _SCALE_HI = 2.0**-800, 2.0**800  # Gram diagonal outside: rescale Phi (2^k)
@@ -124,6 +133,17 @@ def block_rows(Hp: int) -> int:
     return 2048 if Hp <= 128 else 1024
 
 
+def copy_rows(Hp: int) -> int:
+    """Rows of ``[s Phi, 1]`` that pass 2 copies at once (about 512 kB): each piece is
+    written into the fit's copy and, while it is still in the first caches, transposed
+    into the block's Fortran-ordered buffer. Measured on the benchmark machine (one
+    thread, whole fits, two runs each): the transposing copy of whole blocks took 1.2 s of
+    a 5.8 s fit at H = 256 (n = 1e6) and 2.3-2.4 s of 13.4 s at H = 1024 (n = 2.5e5); in
+    pieces of 512 kB 0.37-0.39 s of 4.7-4.9 s and 0.37 s of 11.1 s (pieces of 128 kB: a
+    little slower)."""
+    return max(1, (1 << 19) // (8 * Hp))
+
+
 # ---------------------------------------------------------------------- sources
 class _Source:
     """Row blocks of ``[s Phi, 1]`` in float64 from an array or a memmap (or one dask chunk
@@ -162,9 +182,12 @@ class _Source:
     def pass2(self, a: int, e: int, buf: np.ndarray, scale: float) -> np.ndarray:
         out = buf[: e - a]  # a full block, or the short last one in a buffer of its size
         if self.memory is not None:
-            if not self.filled:
-                self.fill(a, e, self.memory[a:e], scale)
-            np.copyto(out, self.memory[a:e])
+            step = copy_rows(self.Hp)
+            for c in range(a, e, step):  # each piece transposed while it is still in cache
+                d = min(e, c + step)
+                if not self.filled:
+                    self.fill(c, d, self.memory[c:d], scale)
+                np.copyto(out[c - a : d - a], self.memory[c:d])
             return out
         return self.fill(a, e, out, scale)
 
@@ -202,33 +225,20 @@ def _gram_pass(src: _Source, scale: float, threads: int, stride: int = 1) -> np.
     Hp = src.Hp
     acc = np.zeros((_LANES, Hp, Hp))
     full = stride == 1
-    local = threading.local()
 
     def work(lane: int, a: int, e: int, buf: np.ndarray) -> None:
-        Xb = src.pass1(a, e, buf, scale, full)
-        with np.errstate(over="ignore", invalid="ignore"):  # out of range: rescaled after
-            acc[lane] += _syrk(Xb, _product_buffer(local, Hp))
+        _syrk(src.pass1(a, e, buf, scale, full), acc[lane])
 
     _run_lanes(src.n, block_rows(Hp), threads, work, Hp, stride=stride)
     src.filled = src.memory is not None and full
-    return _lane_sum(acc)
+    with np.errstate(over="ignore", invalid="ignore"):  # out of range: rescaled after
+        return symmetric_from_lower(_lane_sum(acc))
 
 
-def _syrk(X: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
-    """``X^T X`` (numpy calls BLAS ``syrk`` for a product of an array with its own
-    transpose), into ``out`` when given; one named kernel, so ``benchmarks/bench_fit.py``
-    can time it."""
-    return np.matmul(X.T, X, out=out)
-
-
-def _product_buffer(local: threading.local, p: int) -> np.ndarray:
-    """A (p, p) output for :func:`_syrk`, one per Python thread and pass: a wide memory's
-    block products (8 MB at H = 1024) are written into pages already mapped, not into a
-    fresh allocation per block (the same BLAS call, the same values)."""
-    out = getattr(local, "S", None)
-    if out is None or out.shape != (p, p):
-        out = local.S = np.empty((p, p))
-    return out
+def _syrk(X: np.ndarray, acc: np.ndarray) -> np.ndarray:
+    """``acc += X^T X`` on the lower triangle of ``acc`` (BLAS ``dsyrk``, :func:`cbdt._blas.
+    syrk_add`); one named kernel, so ``benchmarks/bench_fit.py`` can time it."""
+    return syrk_add(X, acc)
 
 
 def _lane_sum(acc: np.ndarray) -> np.ndarray:
@@ -244,33 +254,31 @@ def _q_pass(
     """Pass 2: ``Y = X diag(1, t) R_1^-1`` block by block (a triangular solve in cache);
     returns ``(Y^T Y, Y^T R_ret)``.
 
-    Each block is written into a buffer ``[X_b, R_b]`` by the copy that reads it anyway (from
-    the fit's copy of ``Phi``, or from ``Phi`` itself), in the layout whose triangular solve
-    is the faster one (:data:`LEFT_TRSM_MIN`): for narrow memories a Fortran-ordered buffer
-    (the copy transposes on the way) solved by a right-side ``dtrsm``
-    (:func:`cbdt._blas.trsm_right_upper`), for wide ones a C-ordered buffer that BLAS reads
-    as the Fortran-ordered ``[X_b, R_b]^T``, solved as ``R_1^T Y^T = X^T`` by a left-side
-    ``dtrsm`` (:func:`cbdt._blas.trsm_rows_upper`). Neither makes a separate transposing
-    copy. One symmetric product of the buffer (``syrk``) gives both sums. On the way, while
+    Each block is written into a Fortran-ordered buffer ``[X_b, R_b]`` by the copy that
+    reads it anyway (from the fit's copy of ``Phi``, or from ``Phi`` itself; it transposes
+    on the way) and solved in place: by one right-side ``dtrsm``
+    (:func:`cbdt._blas.trsm_right_upper`) for narrow memories, by the recursive solve
+    (:func:`cbdt._blas.trsm_right_upper_recursive`) from :data:`RECURSIVE_TRSM_MIN`
+    columns on. A C-ordered buffer would need no transposing copy, but its left-side
+    ``dtrsm`` is slower than the copy it saves (measured, see
+    :data:`RECURSIVE_TRSM_MIN`). One symmetric product of the buffer, added into its lane's
+    accumulator by the same ``dsyrk`` call (:func:`cbdt._blas.syrk_add`), gives both sums. On the way, while
     the block is in cache, the largest norm of its rows of ``s Phi`` is recorded in
     ``src.row_norms`` (one entry per block): the bounds the queries' exact ranking uses
     (:mod:`cbdt._ranking`), never recomputed per query.
     """
     Hp, H = src.Hp, src.H
     A = Rret.shape[1]
-    accG = np.zeros((_LANES, Hp, Hp))
-    accC = np.zeros((_LANES, Hp, A))
+    acc = np.zeros((_LANES, Hp + A, Hp + A))
     R1f = np.asfortranarray(R1)
     rows = block_rows(Hp)
     norms = np.zeros(-(-src.n // rows))
-    left = Hp >= LEFT_TRSM_MIN
-    order = "C" if left else "F"
-    local = threading.local()
+    solve = trsm_right_upper_recursive if Hp >= RECURSIVE_TRSM_MIN else trsm_right_upper
 
     def work(lane: int, a: int, e: int, buf: np.ndarray) -> None:
         # a full block, or the short last one (in a Fortran buffer of its own size, so that
         # its columns stay contiguous)
-        B = buf[: e - a] if left or e - a == rows else np.empty((e - a, Hp + A), order="F")
+        B = buf[: e - a] if e - a == rows else np.empty((e - a, Hp + A), order="F")
         Wb = src.pass2(a, e, B[:, :Hp], scale)
         ss = _row_sq_norms(src.block_view(a, e, Wb)[:, :H])
         top = float(ss.max()) if ss.size else 0.0
@@ -278,20 +286,17 @@ def _q_pass(
                             else _max_row_norm(Wb[:, :H]))
         if src.intercept and const != 1.0:
             Wb[:, H] = const
-        if left:
-            trsm_rows_upper(R1f, Wb)  # Y R_1 = X in place, as R_1^T Y^T = X^T; GIL released
-        else:
-            trsm_right_upper(R1f, Wb)  # Y R_1 = X in place on the Fortran block
+        solve(R1f, Wb)  # Y R_1 = X in place on the Fortran block; GIL released
         B[:, Hp:] = Rret[a:e]
-        S = _syrk(B, _product_buffer(local, Hp + A))  # [Y, R_b]^T [Y, R_b]: one product
-        accG[lane] += S[:Hp, :Hp]
-        accC[lane] += S[:Hp, Hp:]
+        _syrk(B, acc[lane])  # [Y, R_b]^T [Y, R_b] added into the lane: one product
 
     with np.errstate(over="ignore", invalid="ignore", under="ignore"):  # checked after
-        _run_lanes(src.n, rows, threads, work, Hp + A, order=order)
+        _run_lanes(src.n, rows, threads, work, Hp + A, order="F")
     src.filled = src.memory is not None
     src.row_norms = norms
-    return _lane_sum(accG), _lane_sum(accC)
+    with np.errstate(over="ignore", invalid="ignore"):  # checked after
+        S = symmetric_from_lower(_lane_sum(acc))
+    return np.ascontiguousarray(S[:Hp, :Hp]), np.ascontiguousarray(S[:Hp, Hp:])
 
 
 def _row_sq_norms(X: np.ndarray) -> np.ndarray:
@@ -469,6 +474,8 @@ def factor_memory(
         sample = (not householder and kind != "dask"
                   and n >= SAMPLE_MIN_BLOCKS * block_rows(Hp))
     memory = np.empty((n, Hp)) if kind == "array" else None
+    if memory is not None:
+        populate(memory)  # its pages mapped in one call, not faulted in between the BLAS calls
     src = None if kind == "dask" else _Source(Phi, intercept, memory)
     stride = SAMPLE_STRIDE if sample else 1
     # block kernels gain nothing from a BLAS pool (and its spinning threads cost): pinned

@@ -390,3 +390,24 @@ def test_an_all_zero_phi_is_rank_deficient(intercept, factorization):
                       factorization=factorization).fit(Phi, R)
     assert err.value.rank == int(intercept)  # only the constant column, if any, has rank
     assert err.value.dim == 3 + int(intercept)
+
+
+def test_fit_values_do_not_depend_on_how_its_copy_is_mapped_or_cut(monkeypatch) -> None:
+    """The fit's copy of ``Phi`` mapped in one call (:func:`cbdt._pages.populate`) or on
+    first write, and copied into pass 2's buffers in pieces of any size: the same bits (only
+    the time differs), on a narrow and a wide memory (one ``dtrsm`` and the recursive
+    solve)."""
+    import cbdt._tsqr as ts
+
+    rng = np.random.default_rng(3)
+    for n, H in ((9000, 20), (2500, 140)):
+        Phi = rng.normal(size=(n, H))
+        R = rng.normal(size=(n, 2))
+        want = CaseInfluence().fit(Phi, R)
+        with monkeypatch.context() as mp:
+            mp.setattr(ts, "populate", lambda a: False)
+            mp.setattr(ts, "copy_rows", lambda Hp: 7)
+            got = CaseInfluence().fit(Phi, R)
+        assert np.array_equal(got._factor, want._factor)
+        q = Phi[:3] + 0.5
+        assert np.array_equal(got.coefficients(q), want.coefficients(q))

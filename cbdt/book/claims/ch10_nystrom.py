@@ -576,7 +576,8 @@ def fit_notes(fit: pd.DataFrame) -> list[str]:
             f"Writing the copy of $\\Phi$ that the queries read, with the first touch of its "
             f"fresh pages, takes {_listed(100 * copy, '{:.0f} %')} of the fit; the rest "
             f"({_listed(100 * rest, '{:.0f} %')}) is each block's copy into the buffer of its "
-            "triangular solve, the row norms the exact ranking keeps, and Python. These steps "
+            "triangular solve, the row norms the exact ranking keeps, the diagnosis of rank "
+            "and condition from the small factor, and Python. These steps "
             "are bound by memory, not arithmetic: on a machine with a faster matrix product "
             "they weigh more."
         )
