@@ -395,6 +395,14 @@ def test_fit_notes_state_the_arithmetic_floor_from_the_measured_rates():
     assert "(26 GFLOP/s" in floor[0] and "the float64 file's rows" in floor[0]
     assert "takes 1.60 s, 2.0x its streaming pass" in floor[0]
     assert "within 4.0x of the stream" in floor[0]
+    # at a peak rate that would do the arithmetic within one read, no bound is claimed: the
+    # sentence names the rate's share of the stream and the kernels' measured Gram instead
+    fast = fit.assign(peak_gflops=260.0, gram_at_peak_s=fit["gram_at_peak_s"] / 10)
+    floor = [s for s in claims.ch10_nystrom.fit_notes(fast)
+             if s.startswith("The arithmetic floor")]
+    assert "takes 0.16 s, 0.2x its streaming pass" in floor[0]
+    assert "0.4x the stream at that rate" in floor[0] and "within" not in floor[0]
+    assert "the Gram product of its rows alone took 5.0x the stream" in floor[0]
     # a stored run without the rate (older benchmark files) gets no such sentence
     assert not any(s.startswith("The arithmetic floor") for s in claims.ch10_nystrom.fit_notes(
         fit.drop(columns=["peak_gflops", "gram_at_peak_s"])))
