@@ -43,61 +43,43 @@ def _pointer(module: Any, name: str) -> int | None:
         return None
 
 
-@cache
-def _dtrsm() -> Any:
-    from scipy.linalg import cython_blas
+def _routine(library: str, name: str, *argtypes: Any) -> Any:
+    """The routine ``name`` of scipy's ``cython_blas`` or ``cython_lapack`` (``library``) as a
+    ctypes function of the given argument types (returning nothing), or None."""
+    from scipy.linalg import cython_blas, cython_lapack
 
-    ptr = _pointer(cython_blas, "dtrsm")
+    ptr = _pointer(cython_blas if library == "blas" else cython_lapack, name)
     if ptr is None:  # pragma: no cover
         return None
-    # void dtrsm(char *side, char *uplo, char *transa, char *diag, int *m, int *n,
-    #            double *alpha, double *a, int *lda, double *b, int *ldb)
-    proto = ctypes.CFUNCTYPE(None, _c_chr, _c_chr, _c_chr, _c_chr, _c_int_p, _c_int_p,
-                             _c_dbl_p, ctypes.c_void_p, _c_int_p, ctypes.c_void_p, _c_int_p)
-    return proto(ptr)
+    return ctypes.CFUNCTYPE(None, *argtypes)(ptr)
+
+
+_p, _i, _d = ctypes.c_void_p, _c_int_p, _c_dbl_p
+
+
+@cache
+def _dtrsm() -> Any:
+    # dtrsm(side, uplo, transa, diag, m, n, alpha, a, lda, b, ldb)
+    return _routine("blas", "dtrsm", _c_chr, _c_chr, _c_chr, _c_chr, _i, _i, _d, _p, _i, _p, _i)
 
 
 @cache
 def _dgemm() -> Any:
-    from scipy.linalg import cython_blas
-
-    ptr = _pointer(cython_blas, "dgemm")
-    if ptr is None:  # pragma: no cover
-        return None
-    # void dgemm(char *transa, char *transb, int *m, int *n, int *k, double *alpha,
-    #            double *a, int *lda, double *b, int *ldb, double *beta, double *c, int *ldc)
-    proto = ctypes.CFUNCTYPE(None, _c_chr, _c_chr, _c_int_p, _c_int_p, _c_int_p, _c_dbl_p,
-                             ctypes.c_void_p, _c_int_p, ctypes.c_void_p, _c_int_p, _c_dbl_p,
-                             ctypes.c_void_p, _c_int_p)
-    return proto(ptr)
+    # dgemm(transa, transb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+    return _routine("blas", "dgemm", _c_chr, _c_chr, _i, _i, _i, _d, _p, _i, _p, _i, _d, _p,
+                    _i)
 
 
 @cache
 def _dsyrk() -> Any:
-    from scipy.linalg import cython_blas
-
-    ptr = _pointer(cython_blas, "dsyrk")
-    if ptr is None:  # pragma: no cover
-        return None
-    # void dsyrk(char *uplo, char *trans, int *n, int *k, double *alpha, double *a,
-    #            int *lda, double *beta, double *c, int *ldc)
-    proto = ctypes.CFUNCTYPE(None, _c_chr, _c_chr, _c_int_p, _c_int_p, _c_dbl_p,
-                             ctypes.c_void_p, _c_int_p, _c_dbl_p, ctypes.c_void_p, _c_int_p)
-    return proto(ptr)
+    # dsyrk(uplo, trans, n, k, alpha, a, lda, beta, c, ldc)
+    return _routine("blas", "dsyrk", _c_chr, _c_chr, _i, _i, _d, _p, _i, _d, _p, _i)
 
 
 @cache
 def _dgeqrf() -> Any:
-    from scipy.linalg import cython_lapack
-
-    ptr = _pointer(cython_lapack, "dgeqrf")
-    if ptr is None:  # pragma: no cover
-        return None
-    # void dgeqrf(int *m, int *n, double *a, int *lda, double *tau, double *work,
-    #             int *lwork, int *info)
-    proto = ctypes.CFUNCTYPE(None, _c_int_p, _c_int_p, ctypes.c_void_p, _c_int_p,
-                             ctypes.c_void_p, ctypes.c_void_p, _c_int_p, _c_int_p)
-    return proto(ptr)
+    # dgeqrf(m, n, a, lda, tau, work, lwork, info)
+    return _routine("lapack", "dgeqrf", _i, _i, _p, _i, _p, _p, _i, _i)
 
 
 def _fortran_f64(a: np.ndarray, what: str) -> None:
