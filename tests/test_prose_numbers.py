@@ -700,9 +700,11 @@ def test_a_solution_with_code_is_checked_against_what_its_code_prints():
 
 
 def test_the_stale_timing_paragraph_of_chapter_06_is_found():
-    """The paragraph ch. 06 once printed (its prose followed an older CSV), against the stored
-    benchmark and the table the chapter prints from it: every stale ratio is found except 1.16, which equals a
-    printed value (the module docstring says why the chapter now generates the sentence)."""
+    """The paragraph ch. 06 once printed (its prose followed an older CSV), against the table
+    the chapter printed from the benchmark then: every stale ratio is found except 1.16, which
+    equals a printed value (the module docstring says why the chapter now generates the
+    sentence). The stored benchmark itself is left out: it is re-measured, and a new run may
+    happen to contain one of these ratios (the run of issue 31's fit has a 1.05)."""
     stale = ("In the stored benchmark the exact coefficient costs 1.05 times the fastest method "
              "at $n = 500$ (the inner product) and is itself the fastest at $n = 14{,}000$, "
              "where the four methods that need one matrix-vector product per query lie within "
@@ -711,8 +713,8 @@ def test_the_stale_timing_paragraph_of_chapter_06_is_found():
              "times).")
     table = Source()
     for ratio in ("1.07x", "1.23x", "2.15x", "1.24x", "1.00x", "1.42x", "1.07x", "1.00x",
-                  "10.24x", "1.20x", "1.16x", "1.25x", "170.2x"):
-        table.add_text(ratio)
+                  "10.24x", "1.20x", "1.16x", "1.25x", "170.2x", "n = 500", "n = 14,000"):
+        table.add_text(ratio)  # its ratios and the two sizes it names
     missed = [p.text for _, text in split_markdown(stale)[0] for p in prose_numbers(text)
-              if not p.matches(table) and not p.matches(benchmark_source({"attribution"}))]
+              if not p.matches(table)]
     assert missed == ["1.05", "1.43", "1.15", "2.31", "8.88"]
