@@ -202,13 +202,11 @@ def trsm_right_upper_recursive(R: np.ndarray, B: np.ndarray) -> np.ndarray:
     This is the partitioned substitution that level-3 BLAS uses inside ``dtrsm`` itself,
     with triangular solves on the diagonal blocks (no inverse is formed), so each row of
     ``Y`` is backward stable as with one ``dtrsm`` (tested: ``||Y R - B|| / (||Y|| ||R||)``
-    of the order of the unit roundoff). It moves most of the work into ``dgemm``: OpenBLAS's ``dtrsm`` runs at well under half
-    its ``dgemm`` rate on a tall block. Measured on one thread (AVX-512 Xeon, OpenBLAS
-    SkylakeX, blocks of 1024 rows, medians of 11): 2.0 ms against 2.8 ms for one
-    ``dtrsm`` at k = 257, 19.4 ms against 26.2 ms at k = 1025, the same (0.40 against 0.42
-    ms, 2048 rows) at k = 65. The split depends on ``k`` only, so equal inputs give equal
-    results on any number of threads. ``R`` (k, k) and ``B`` (m, k) are Fortran-ordered
-    float64; the GIL is released while each BLAS call runs. Returns ``B``.
+    of the order of the unit roundoff). It moves most of the work into ``dgemm``, which
+    OpenBLAS runs faster than its ``dtrsm`` on a tall block (the measured solve times are
+    at :data:`cbdt._tsqr.RECURSIVE_TRSM_MIN`). The split depends on ``k`` only, so equal
+    inputs give equal results on any number of threads. ``R`` (k, k) and ``B`` (m, k) are
+    Fortran-ordered float64; the GIL is released while each BLAS call runs. Returns ``B``.
     """
     m, k = _check_solve(R, B)
     if k <= TRSM_LEAF or m == 0:

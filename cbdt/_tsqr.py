@@ -262,8 +262,8 @@ def _q_pass(
     columns on. A C-ordered buffer would need no transposing copy, but its left-side
     ``dtrsm`` is slower than the copy it saves (measured, see
     :data:`RECURSIVE_TRSM_MIN`). One symmetric product of the buffer, added into its lane's
-    accumulator by the same ``dsyrk`` call (:func:`cbdt._blas.syrk_add`), gives both sums. On the way, while
-    the block is in cache, the largest norm of its rows of ``s Phi`` is recorded in
+    accumulator by one ``dsyrk`` call (:func:`cbdt._blas.syrk_add`), gives both sums. On
+    the way, while the block is in cache, the largest norm of its rows of ``s Phi`` is recorded in
     ``src.row_norms`` (one entry per block): the bounds the queries' exact ranking uses
     (:mod:`cbdt._ranking`), never recomputed per query.
     """
