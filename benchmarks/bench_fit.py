@@ -26,6 +26,8 @@ so that OpenBLAS's spinning threads of the previous call are asleep):
   setting and the kernel's ``transparent_hugepage`` policy in ``numpy_hugepages``), and one
   query's top 10 cases on each fit's copy, timed in turn (``query_top10_s``,
   ``query_top10_small_pages_s``): what the page size costs the fit once and every query after;
+* beside every in-memory fit, the same fit with ``copy=False`` (``fit_nocopy_s``,
+  ``ratio_nocopy``): ``Phi`` kept by reference, so no copy of it is mapped and written;
 * beside every in-memory fit, what a user would pick instead: scikit-learn's
   ``Ridge(solver="cholesky")`` on the same data (the normal equations: errors of order
   cond(Phi)^2 eps), timed in the same rounds (``ridge_cholesky_s``);
@@ -212,7 +214,23 @@ def first_touch(Phi: np.ndarray, repeats: int) -> dict:
     return {"copy_fresh_cpu_s": fresh, "copy_warm_cpu_s": w, "first_touch_cpu_s": fresh - w}
 
 
-def profile(Phi: np.ndarray, R: np.ndarray, repeats: int) -> dict:
+def stream_1thread(Phi: np.ndarray, repeats: int) -> float:
+    """One thread's CPU time for one streaming read of ``Phi``: every piece of about 512 kB
+    copied into one reused buffer (the read any pass over ``Phi`` makes, and all that the
+    numpy Gram of a narrow ``Phi`` waits for); median of ``repeats``."""
+    rows = max(1, (1 << 19) // (8 * Phi.shape[1]))
+    buf = np.empty((rows, Phi.shape[1]))
+    times = []
+    for _ in range(repeats):
+        t0 = time.thread_time()
+        for a in range(0, Phi.shape[0], rows):
+            blk = Phi[a : a + rows]
+            np.copyto(buf[: blk.shape[0]], blk)
+        times.append(time.thread_time() - t0)
+    return float(np.median(times))
+
+
+def profile(Phi: np.ndarray, R: np.ndarray, repeats: int, copy: bool = True) -> dict:
     """The fit on one thread (BLAS pinned to one thread, so the fit runs one Python thread),
     every call of its pass kernels timed: ``trsm`` (:func:`cbdt._blas.trsm_right_upper` or
     :func:`cbdt._blas.trsm_right_upper_recursive`, whichever pass 2 uses at this width: the
@@ -227,7 +245,14 @@ def profile(Phi: np.ndarray, R: np.ndarray, repeats: int) -> dict:
     takes out that cost as measured apart, ``outside_share_cpu_less_copy`` the time of the
     fit's own writes of its copy (``profile_copy_cpu_s``: mapping its pages
     (:func:`cbdt._pages.populate`), reading each block of ``Phi`` and writing it into the
-    copy), timed inside the same fits."""
+    copy), timed inside the same fits.
+
+    ``copy=False`` profiles ``CaseInfluence(copy=False)`` (no copy: ``Phi`` is read in
+    place) and returns its numbers under ``profile_nocopy_*`` and ``outside_share_nocopy*``,
+    with one thread's streaming read of ``Phi`` (:func:`stream_1thread`,
+    ``stream_1thread_cpu_s``) and the share outside the kernels less that read
+    (``outside_share_nocopy_cpu_less_stream``: the read of ``Phi`` is the floor of any
+    pass, the numpy Gram's included)."""
     import scipy.linalg.lapack as lapack
     from threadpoolctl import threadpool_limits
 
@@ -282,7 +307,7 @@ def profile(Phi: np.ndarray, R: np.ndarray, repeats: int) -> dict:
                 fill_cpu[0] = 0.0
                 gc.collect()
                 time.sleep(0.3)
-                ci = cbdt.CaseInfluence()
+                ci = cbdt.CaseInfluence(copy=copy)
                 t0, c0 = time.perf_counter(), time.thread_time()
                 ci.fit(Phi, R)
                 rec["total"].append(time.perf_counter() - t0)
@@ -299,6 +324,18 @@ def profile(Phi: np.ndarray, R: np.ndarray, repeats: int) -> dict:
     tot, tot_cpu = np.array(rec["total"]), np.array(rec["total_cpu"])
     inside = sum(np.array(rec[k]) for k in names)
     inside_cpu = sum(np.array(rec[f"{k}_cpu"]) for k in names)
+    if not copy:
+        out = {"profile_nocopy_fit_1thread_s": float(np.median(tot)),
+               "profile_nocopy_fit_1thread_cpu_s": float(np.median(tot_cpu))}
+        for k in names:
+            out[f"profile_nocopy_{k}_cpu_s"] = float(np.median(rec[f"{k}_cpu"]))
+        out["outside_share_nocopy"] = float(np.median((tot - inside) / tot))
+        out["outside_share_nocopy_cpu"] = float(np.median((tot_cpu - inside_cpu) / tot_cpu))
+        st = stream_1thread(Phi, repeats)
+        out["stream_1thread_cpu_s"] = st
+        out["outside_share_nocopy_cpu_less_stream"] = float(np.median(
+            (tot_cpu - inside_cpu - st) / tot_cpu))
+        return out
     out = {"profile_fit_1thread_s": float(np.median(tot)),
            "profile_fit_1thread_cpu_s": float(np.median(tot_cpu))}
     for k in names:
@@ -325,6 +362,7 @@ def in_memory(n: int, H: int, repeats: int, prof: bool = True) -> dict:
     Phi = representations(n, H)
     R = np.random.default_rng(1).normal(size=(n, 3))
     ci = cbdt.CaseInfluence()
+    ci_ref = cbdt.CaseInfluence(copy=False)  # Phi kept by reference: no copy written
     ridge = Ridge(solver="cholesky", fit_intercept=bool(ci.intercept))
     ci_small = cbdt.CaseInfluence()
 
@@ -332,9 +370,9 @@ def in_memory(n: int, H: int, repeats: int, prof: bool = True) -> dict:
         with numpy_hugepages(False):
             return ci_small.fit(Phi, R)
 
-    t_gram, t_tgram, t_fit, t_ridge, t_small = rounds_timed(
+    t_gram, t_tgram, t_fit, t_ridge, t_small, t_ref = rounds_timed(
         [lambda: Phi.T @ Phi, lambda: threaded_gram(Phi), lambda: ci.fit(Phi, R),
-         lambda: ridge.fit(Phi, R), fit_small_pages], repeats)
+         lambda: ridge.fit(Phi, R), fit_small_pages, lambda: ci_ref.fit(Phi, R)], repeats)
     # what the page size of the fit's copy costs each query afterwards: one query's top 10
     # on the copy in huge pages (numpy's request) and in small ones, timed in turn
     q = Phi[:1].copy()
@@ -348,10 +386,13 @@ def in_memory(n: int, H: int, repeats: int, prof: bool = True) -> dict:
         "passes": ci._fit_passes, "ridge_cholesky_s": t_ridge, "ratio_ridge": t_fit / t_ridge,
         "fit_small_pages_s": t_small, "query_top10_s": t_q, "query_top10_small_pages_s": t_q_small,
         "numpy_hugepages": hugepages_default(),
+        "fit_nocopy_s": t_ref, "ratio_nocopy": t_ref / t_gram,
+        "ratio_ridge_nocopy": t_ref / t_ridge,
     }
-    ci = ci_small = None  # their copies of Phi freed before the profile's fits
+    ci = ci_small = ci_ref = None  # their copies of Phi freed before the profile's fits
     if prof:
         row |= profile(Phi, R, repeats)
+        row |= profile(Phi, R, repeats, copy=False)
     gc.collect()
     return row
 
@@ -504,7 +545,8 @@ def main() -> None:
     for r in df[df["case"] == "in memory"].itertuples():
         if args.no_profile:
             print(f"H = {r.H}, n = {r.n:,}: fit {r.fit_s:.3f} s = {r.ratio:.2f}x numpy's Gram "
-                  f"({r.floor_s:.3f} s), Ridge(cholesky) {r.ridge_cholesky_s:.3f} s")
+                  f"({r.floor_s:.3f} s), copy=False {r.fit_nocopy_s:.3f} s = "
+                  f"{r.ratio_nocopy:.2f}x, Ridge(cholesky) {r.ridge_cholesky_s:.3f} s")
             continue
         print(f"H = {r.H}, n = {r.n:,}: fit {r.fit_s:.3f} s, without numpy's huge-page "
               f"request {r.fit_small_pages_s:.3f} s; one query's top 10 afterwards "
@@ -518,6 +560,12 @@ def main() -> None:
               f"{100 * r.outside_share:.1f}% (target <= 10%); on CPU time "
               f"{100 * r.outside_share_cpu:.1f}%, less the first touch of the copy "
               f"({r.first_touch_cpu_s:.3f} s) {100 * r.outside_share_cpu_less_first_touch:.1f}%")
+        print(f"H = {r.H}, n = {r.n:,}, copy=False: fit {r.fit_nocopy_s:.3f} s = "
+              f"{r.ratio_nocopy:.2f}x numpy's Gram; profile on 1 thread: fit "
+              f"{r.profile_nocopy_fit_1thread_cpu_s:.3f} s CPU, outside "
+              f"{100 * r.outside_share_nocopy_cpu:.1f}%, less one streaming read "
+              f"({r.stream_1thread_cpu_s:.3f} s) "
+              f"{100 * r.outside_share_nocopy_cpu_less_stream:.1f}%")
     if not args.no_write and args.update_in_memory:
         old = pd.read_csv(RESULTS / "fit.csv")
         kept = old[old["case"] != "in memory"]

@@ -159,7 +159,9 @@ class FitData:
     ----------
     Phi : ndarray, numpy.memmap or dask.array.Array of shape (n, H)
         As the estimator's ``check_phi`` returned it (float64 for an in-memory array).
-    kind : {"array", "memmap", "dask"}
+    kind : {"array", "memmap", "reference", "dask"}
+        ``"reference"``: an in-memory ``Phi`` kept by reference (``copy=False``), read like a
+        memmap.
     R : ndarray of shape (n, |A|)
         Float64, C-ordered, finite, read-only, never a view of the caller's array.
     case_ids : ndarray of shape (n,) or None

@@ -53,6 +53,7 @@ from ._blas import (
     geqrf_r,
     symmetric_from_lower,
     syrk_add,
+    transpose_into,
     trsm_right_upper,
     trsm_right_upper_recursive,
 )
@@ -134,13 +135,24 @@ def block_rows(Hp: int) -> int:
 
 
 def copy_rows(Hp: int) -> int:
-    """Rows of ``[s Phi, 1]`` that pass 2 copies at once (about 512 kB): each piece is
-    written into the fit's copy and, while it is still in the first caches, transposed
-    into the block's Fortran-ordered buffer. Measured on the benchmark machine (one
-    thread, whole fits, two runs each): the transposing copy of whole blocks took 1.2 s of
-    a 5.8 s fit at H = 256 (n = 1e6) and 2.3-2.4 s of 13.4 s at H = 1024 (n = 2.5e5); in
-    pieces of 512 kB 0.37-0.39 s of 4.7-4.9 s and 0.37 s of 11.1 s (pieces of 128 kB: a
-    little slower)."""
+    """Rows of ``[s Phi, 1]`` that pass 2 transposes at once with numpy, where OpenBLAS's
+    ``domatcopy`` is missing (:func:`cbdt._blas.transpose_into`): 64 rows, fewer from
+    H' = 1024 on (at most 512 kB), each transposed into the block's Fortran-ordered buffer
+    while it is still in the first caches.
+    Measured on the benchmark machine (one thread): the transposing copy of whole blocks
+    took 1.2 s of a 5.8 s fit at H = 256 (n = 1e6) and 2.3-2.4 s of 13.4 s at H = 1024
+    (n = 2.5e5); in pieces of 512 kB 0.37-0.39 s of 4.7-4.9 s and 0.37 s of 11.1 s. Over
+    all blocks of n = 1e6 rows (H = 64) and 2.5e5 rows (H = 256), CPU time, best of 5, against
+    one streaming read of the same rows (0.059 s, 0.064 s): read in place (``copy=False``)
+    and transposed, 0.145 s / 0.154 s in pieces of 512 kB, 0.106 s / 0.113 s in pieces of
+    64 rows, 0.121 s / 0.123 s in pieces of 32 rows; written into an already mapped copy and
+    transposed from it, 0.178 s / 0.185 s (512 kB), 0.147 s / 0.167 s (64 rows)."""
+    return max(1, min(64, (1 << 19) // (8 * Hp)))
+
+
+def piece_rows(Hp: int) -> int:
+    """Rows of ``[s Phi, 1]`` (about 512 kB) that pass 2 writes into the fit's copy and
+    transposes out of it by one ``domatcopy`` call while they are in cache."""
     return max(1, (1 << 19) // (8 * Hp))
 
 
@@ -180,16 +192,40 @@ class _Source:
         return self.memory[a:e] if self.memory is not None else out
 
     def pass2(self, a: int, e: int, buf: np.ndarray, scale: float) -> np.ndarray:
+        """Rows ``a..e`` of ``[s Phi, 1]`` transposed into ``buf`` (Fortran-ordered), read
+        from the fit's copy (written on the way if it is not yet filled) or from ``Phi``.
+        Each transposition is one call of OpenBLAS's ``domatcopy`` with the GIL released
+        (:func:`cbdt._blas.transpose_into`; whole blocks from ``Phi``, pieces of
+        :func:`piece_rows` from the copy, each written and transposed while in cache), else
+        numpy in pieces of :func:`copy_rows`."""
         out = buf[: e - a]  # a full block, or the short last one in a buffer of its size
-        if self.memory is not None:
-            step = copy_rows(self.Hp)
+        H = self.H
+        if self.memory is None:  # Phi itself (a memmap, or kept by reference)
+            if transpose_into(self.Phi[a:e], out[:, :H], scale):
+                if self.intercept:
+                    out[:, H] = 1.0
+                return out
+            Phi, x, step = self.Phi, out[:, :H], copy_rows(self.Hp)
             for c in range(a, e, step):  # each piece transposed while it is still in cache
                 d = min(e, c + step)
-                if not self.filled:
-                    self.fill(c, d, self.memory[c:d], scale)
-                np.copyto(out[c - a : d - a], self.memory[c:d])
+                if scale == 1.0:  # float32/int memmaps convert here
+                    np.copyto(x[c - a : d - a], Phi[c:d], casting="unsafe")
+                else:
+                    np.multiply(Phi[c:d], scale, out=x[c - a : d - a], casting="unsafe")
+            if self.intercept:
+                out[:, H] = 1.0
             return out
-        return self.fill(a, e, out, scale)
+        step = piece_rows(self.Hp)
+        for c in range(a, e, step):
+            d = min(e, c + step)
+            if not self.filled:
+                self.fill(c, d, self.memory[c:d], scale)
+            if transpose_into(self.memory[c:d], out[c - a : d - a]):
+                continue
+            for p in range(c, d, copy_rows(self.Hp)):  # numpy: smaller pieces
+                q = min(d, p + copy_rows(self.Hp))
+                np.copyto(out[p - a : q - a], self.memory[p:q])
+        return out
 
 
 def _run_lanes(

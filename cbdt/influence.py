@@ -127,6 +127,19 @@ class CaseInfluence(CaseQueryMixin, CaseEstimator):
         reach the orthogonality :data:`cbdt._tsqr.OMEGA_MAX` (in practice beyond
         :math:`\\mathrm{cond}(\\Phi) \\approx 10^8`; see :mod:`cbdt._tsqr`).
         ``"householder_tsqr"``: always the Householder TSQR (slower, the reference path).
+    copy : bool, default=True
+        Whether ``fit`` keeps its own read-only float64 copy of an in-memory ``Phi``
+        (scikit-learn's ``copy_X``). ``True``: the queries read the copy :math:`[\\Phi, 1]`,
+        so editing the caller's array after ``fit`` cannot change an answer; the copy costs
+        one more :math:`n \\times H'` float64 array, and writing it (the operating system
+        maps and zeroes its pages first) is memory traffic of the order of the whole Gram
+        product at small :math:`H`. ``False``: a float64 C-ordered ``Phi`` is kept by
+        reference, as a memmap is, so its data must not change while the estimator is in
+        use (any other dtype or order is converted once, and the conversion is kept); the
+        fit then reads ``Phi`` without writing a copy, forms no dual matrix (each query
+        solves, as for a memmap), and with an intercept a query adds the constant's term
+        after its product with ``Phi``. A memmap or dask ``Phi`` is always kept by
+        reference.
 
     Attributes
     ----------
@@ -177,13 +190,13 @@ class CaseInfluence(CaseQueryMixin, CaseEstimator):
     dual_ : ndarray of shape (n, H), read-only
         The dual matrix :math:`D = \\Phi (G + \\lambda M)^{-1}` (eq. 10-11), where the fit
         formed it: :math:`\\alpha(x) = D\\varphi(x)` plus :attr:`dual_offset_`, equal to
-        :meth:`coefficients` up to rounding. ``fit`` forms it, for an in-memory ``Phi``,
-        with the Cholesky solver on small memories (:math:`n H' \\le 2^{22}` entries,
-        :math:`H'` counting the intercept) and wide ones (:math:`n < 64 H'`), and for the
-        minimum-norm solve of a rank-deficient ``Phi``; elsewhere (a large in-memory, a
-        memmap or dask ``Phi``, a full-rank ``solver="lstsq"`` fit), where each query
-        solves instead, the attribute does not exist: use :meth:`coefficients` or
-        :meth:`iter_coefficients`.
+        :meth:`coefficients` up to rounding. ``fit`` forms it, for an in-memory ``Phi`` it
+        copied (``copy=True``), with the Cholesky solver on small memories
+        (:math:`n H' \\le 2^{22}` entries, :math:`H'` counting the intercept) and wide ones
+        (:math:`n < 64 H'`), and for the minimum-norm solve of a rank-deficient ``Phi``;
+        elsewhere (a large in-memory, a memmap, dask or ``copy=False`` ``Phi``, a full-rank
+        ``solver="lstsq"`` fit), where each query solves instead, the attribute does not
+        exist: use :meth:`coefficients` or :meth:`iter_coefficients`.
     dual_offset_ : ndarray of shape (n,), read-only
         The coefficients' constant part (the intercept's column of the dual matrix); zeros
         when ``intercept=False``. Exists where :attr:`dual_` does.
@@ -206,8 +219,9 @@ class CaseInfluence(CaseQueryMixin, CaseEstimator):
     the workers, the sums on the client). The error of :math:`\\alpha` grows with
     :math:`\\mathrm{cond}(\\Phi)`, not its square. An in-memory ``Phi`` is copied once into a
     read-only float64 array (the queries read it, so editing the caller's arrays after
-    ``fit`` cannot break Proposition 1); ``R`` is cached as a read-only float64 copy. A
-    memmap or dask ``Phi`` is kept by reference, so its data must not change. A query
+    ``fit`` cannot break Proposition 1), unless ``copy=False``; ``R`` is cached as a
+    read-only float64 copy. A memmap or dask ``Phi``, or an in-memory one with
+    ``copy=False``, is kept by reference, so its data must not change. A query
     solves :math:`z = R_\\lambda^{-1}R_\\lambda^{-\\top}\\varphi(x)` (two triangular solves
     per query) and forms :math:`\\alpha(x) = \\Phi z` by one matrix product per batch (the
     seminormal form of a minimum-norm problem, as accurate as the QR form, Paige 1973). A
@@ -228,12 +242,12 @@ class CaseInfluence(CaseQueryMixin, CaseEstimator):
     another product (GEMM or GEMV): the two agree to rounding, and may order two cases whose
     contributions lie within a few ulps of each other differently.
 
-    Paths: a memmap or dask fit agrees with the in-memory fit of the same ``Phi`` within a
-    bound in :math:`\\mathrm{cond}(\\Phi)\\,\\epsilon` (each path's coefficients are
-    within :math:`10\\,\\epsilon\\,\\mathrm{cond}(\\Phi)` of the exact ones), not bit for
-    bit; with an intercept, for example, a memmap query adds the constant's term after the
-    product with ``Phi`` while the in-memory copy ``[Phi, 1]`` carries it inside, so their
-    top-k contributions may differ in the last bit.
+    Paths: a memmap, dask or ``copy=False`` fit agrees with the in-memory fit of the same
+    ``Phi`` within a bound in :math:`\\mathrm{cond}(\\Phi)\\,\\epsilon` (each path's
+    coefficients are within :math:`10\\,\\epsilon\\,\\mathrm{cond}(\\Phi)` of the exact
+    ones), not bit for bit; with an intercept, for example, a memmap query adds the
+    constant's term after the product with ``Phi`` while the in-memory copy ``[Phi, 1]``
+    carries it inside, so their top-k contributions may differ in the last bit.
 
     Threads: queries on an in-memory fit use only numpy's BLAS; the ranking scan and the
     fit's QR folds pin BLAS to one thread and run on as many Python threads as numpy's BLAS
@@ -264,6 +278,7 @@ class CaseInfluence(CaseQueryMixin, CaseEstimator):
         topk_block_entries: int = 16_000_000,
         progress: bool = False,
         factorization: Literal["auto", "householder_tsqr"] = "auto",
+        copy: bool = True,
     ) -> None:
         self.ridge = ridge
         self.intercept = intercept
@@ -275,6 +290,7 @@ class CaseInfluence(CaseQueryMixin, CaseEstimator):
         self.topk_block_entries = topk_block_entries
         self.progress = progress
         self.factorization = factorization
+        self.copy = copy
 
     #: Shown by ``repr`` whatever their value; the other parameters only when not default.
     _REPR_ALWAYS = ("ridge", "intercept", "solver", "ridge_metric")
@@ -292,6 +308,7 @@ class CaseInfluence(CaseQueryMixin, CaseEstimator):
             "auto", "householder_tsqr",
             hint="'auto' is CholeskyQR2, with the Householder TSQR as its guarded fallback.",
         ),
+        "copy": Boolean(),
     }
 
     def __repr__(self) -> str:
@@ -554,8 +571,10 @@ class CaseInfluence(CaseQueryMixin, CaseEstimator):
         self.gram_.setflags(write=False)
         self.returns_ = R
         self._returns_t = np.ascontiguousarray(R.T)
-        self._returns_absmax = float(np.abs(R).max())
-        self._returns_actmax = np.abs(self._returns_t).max(axis=1)  # max |r| per action
+        # max |r| per action, and over all: no n x |A| temporary (fresh pages cost)
+        Rt = self._returns_t
+        self._returns_actmax = np.maximum(Rt.max(axis=1), -Rt.min(axis=1))
+        self._returns_absmax = float(self._returns_actmax.max())
         for arr in (R, self._returns_t, V, R0):
             arr.setflags(write=False)
         self.n_cases_ = n
@@ -960,10 +979,13 @@ class CaseInfluence(CaseQueryMixin, CaseEstimator):
                     f"dtype {Phi.dtype}."
                 )
             arr, kind = Phi, "memmap"  # finiteness is checked chunk by chunk in the factor
-        else:
+        elif self.copy:
             # not kept: the fit copies it in its first pass, so later edits of the caller's
             # Phi cannot break Proposition 1
             arr, kind = as_float_matrix("Phi", Phi, finite=False), "array"
+        else:  # kept by reference and read like a memmap (copy=False)
+            arr = np.ascontiguousarray(as_float_matrix("Phi", Phi, finite=False))
+            kind = "reference"
         n, H = arr.shape
         if n == 0 or H == 0:
             raise InputError(f"Phi must have at least one row and column, got {arr.shape}.")

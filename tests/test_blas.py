@@ -19,6 +19,7 @@ from cbdt._blas import (
     geqrf_r,
     symmetric_from_lower,
     syrk_add,
+    transpose_into,
     trsm_right_upper,
     trsm_right_upper_recursive,
 )
@@ -183,3 +184,66 @@ def test_syrk_add_names_a_wrong_accumulator_or_layout() -> None:
         syrk_add(rng.normal(size=(5, 3)), np.zeros((4, 4)))
     with pytest.raises(ValueError, match="contiguous rows or contiguous columns"):
         syrk_add(rng.normal(size=(10, 6))[::2, ::2], np.zeros((3, 3)))
+
+
+@settings(max_examples=40, deadline=None)
+@given(m=st.integers(1, 300), k=st.integers(1, 80), lda_extra=st.integers(0, 3),
+       ldb_extra=st.integers(0, 3), exponent=st.integers(-60, 60),
+       seed=st.integers(0, 2**32 - 1))
+def test_transpose_into_is_an_exact_copy_into_columns(m, k, lda_extra, ldb_extra, exponent,
+                                                      seed) -> None:
+    """``B = 2^e A`` from a row-major block (possibly the first columns of a wider array)
+    into a column-major one (possibly the first rows and columns of a larger buffer): a
+    copy times a power of two is exact, so the result is bit for bit ``2^e A``; the rest
+    of the buffer is untouched."""
+    pytest.importorskip("scipy.linalg.cython_blas")
+    rng = np.random.default_rng(seed)
+    A = rng.normal(size=(m, k + lda_extra))[:, :k]
+    buf = np.full((m + ldb_extra, k + 1), -7.0, order="F")
+    alpha = 2.0**exponent
+    if not transpose_into(A, buf[:m, :k], alpha):
+        pytest.skip("this BLAS has no domatcopy (numpy copies instead)")
+    assert np.array_equal(buf[:m, :k], alpha * A)
+    assert np.all(buf[m:, :] == -7.0) and np.all(buf[:, k] == -7.0)
+
+
+def test_transpose_into_declines_what_it_cannot_copy() -> None:
+    """It returns False, writing nothing, for another dtype, a column-major source, a
+    row-major target, shapes that differ or an empty block."""
+    rng = np.random.default_rng(2)
+    A = rng.normal(size=(50, 6))
+    B = np.zeros((50, 6), order="F")
+    assert not transpose_into(A.astype(np.float32), B)
+    assert not transpose_into(np.asfortranarray(A), B)
+    assert not transpose_into(A, np.zeros((50, 6)))
+    assert not transpose_into(A, np.zeros((50, 5), order="F"))
+    assert not transpose_into(A[:0], B[:0])
+    assert not B.any()
+
+
+def test_transpose_into_releases_the_gil() -> None:
+    """As for the solves: the main thread keeps running while another transposes a large
+    block (numpy's transposing copy in pieces would hand the GIL back and forth)."""
+    rng = np.random.default_rng(3)
+    A = rng.normal(size=(4000, 3000))
+    B = np.empty((4000, 3000), order="F")
+    if not transpose_into(A[:2], B[:2]):
+        pytest.skip("this BLAS has no domatcopy")
+    span: list[float] = []
+
+    def run() -> None:
+        t0 = time.perf_counter()
+        for _ in range(3):
+            transpose_into(A, B)
+        span.append(time.perf_counter() - t0)
+
+    t = threading.Thread(target=run)
+    last, gap = time.perf_counter(), 0.0
+    t.start()
+    while t.is_alive():
+        now = time.perf_counter()
+        gap, last = max(gap, now - last), now
+    t.join()
+    assert np.array_equal(B, A)
+    assert span and span[0] > 0.05, span
+    assert gap < 0.5 * span[0], (gap, span[0])

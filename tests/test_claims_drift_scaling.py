@@ -426,6 +426,25 @@ def test_fit_notes_give_the_one_thread_profile_shares():
         fit.drop(columns=["profile_copy_cpu_s"])))
 
 
+def test_fit_notes_give_the_fit_without_its_copy():
+    fit = pd.DataFrame([
+        {"case": "in memory", "dtype": "float64", "n": 1_000_000, "H": H, "fit_s": 1.0,
+         "floor_s": 0.4, "ratio": 2.5, "fit_nocopy_s": t, "ratio_nocopy": t / 0.4,
+         "outside_share_nocopy_cpu": share, "stream_1thread_cpu_s": 0.25,
+         "outside_share_nocopy_cpu_less_stream": share - 0.1}
+        for H, t, share in ((64, 0.8, 0.4), (256, 0.6, 0.2))
+    ])
+    notes = claims.ch10_nystrom.fit_notes(fit)
+    kept = [s for s in notes if s.startswith("With `copy=False`")]
+    assert len(kept) == 1
+    assert "takes 2.0x, 1.5x the Gram product (0.80 s, 0.60 s)" in kept[0]
+    assert "outside the kernels is 40 %, 20 %;" in kept[0]
+    assert "0.25 s, 0.25 s) it is 30 %, 10 %." in kept[0]
+    # older files (no copy=False rows) get no such sentence
+    assert not any(s.startswith("With `copy=False`") for s in claims.ch10_nystrom.fit_notes(
+        fit.drop(columns=["fit_nocopy_s"])))
+
+
 def _sweep_rows():
     rows = []
     for n, r1, r16 in ((1_000, 3.5, 2.0), (100_000, 1.1, 0.5), (10_000_000, 0.7, 0.2)):

@@ -394,9 +394,9 @@ def test_an_all_zero_phi_is_rank_deficient(intercept, factorization):
 
 def test_fit_values_do_not_depend_on_how_its_copy_is_mapped_or_cut(monkeypatch) -> None:
     """The fit's copy of ``Phi`` mapped in one call (:func:`cbdt._pages.populate`) or on
-    first write, and copied into pass 2's buffers in pieces of any size: the same bits (only
-    the time differs), on a narrow and a wide memory (one ``dtrsm`` and the recursive
-    solve)."""
+    first write, and copied into pass 2's buffers in pieces of any size, by ``domatcopy`` or
+    by numpy: the same bits (only the time differs), on a narrow and a wide memory (one
+    ``dtrsm`` and the recursive solve)."""
     import cbdt._tsqr as ts
 
     rng = np.random.default_rng(3)
@@ -407,7 +407,100 @@ def test_fit_values_do_not_depend_on_how_its_copy_is_mapped_or_cut(monkeypatch) 
         with monkeypatch.context() as mp:
             mp.setattr(ts, "populate", lambda a: False)
             mp.setattr(ts, "copy_rows", lambda Hp: 7)
+            mp.setattr(ts, "piece_rows", lambda Hp: 13)
+            mp.setattr(ts, "transpose_into", lambda *a, **k: False)  # numpy's pieces
             got = CaseInfluence().fit(Phi, R)
         assert np.array_equal(got._factor, want._factor)
         q = Phi[:3] + 0.5
         assert np.array_equal(got.coefficients(q), want.coefficients(q))
+
+
+# ------------------------------------------------------------ 6. copy=False
+@pytest.mark.parametrize("log_cond", [2, 7])
+@pytest.mark.parametrize("intercept", [False, True])
+@pytest.mark.parametrize("ridge", [0.0, 0.3])
+def test_copy_false_agrees_with_the_copied_fit_within_eps_cond(log_cond, intercept, ridge):
+    """``copy=False`` reads the caller's ``Phi`` (no copy of it, no dual matrix) and gives
+    the copied fit's coefficients, scores, readout and top contributions within the paths'
+    bound ``20 eps cond``."""
+    n, H = 3000, 12
+    Phi = with_condition(3, n, H, 10.0**log_cond)
+    rng = np.random.default_rng(5)
+    R, Q = rng.normal(size=(n, 3)), rng.normal(size=(5, H))
+    X = np.hstack([Phi, np.ones((n, 1))]) if intercept else Phi
+    bound = 20 * EPS * float(np.linalg.cond(X))
+    kw = dict(intercept=intercept, ridge=ridge, max_condition=1e300)
+    ref = CaseInfluence(**kw).fit(Phi, R)
+    ci = CaseInfluence(copy=False, **kw).fit(Phi, R)
+    assert ci._kind == "reference" and ci._Phi is Phi and ci._dual is None
+    assert ci.factorization_ == ref.factorization_
+    a = ci.coefficients(Q)
+    assert _rel(a, ref.coefficients(Q)) <= bound
+    assert _rel(ci.readout_, ref.readout_) <= bound
+    assert _rel(ci.scores(Q), ref.scores(Q)) <= bound
+    top, top_ref = ci.top_cases(Q, 0, k=5), ref.top_cases(Q, 0, k=5)
+    assert _rel(top.contributions, top_ref.contributions) <= bound
+
+
+def test_copy_false_keeps_phi_by_reference_copy_true_does_not():
+    """The contract of ``copy``: with ``copy=False`` an edit of the caller's float64 array
+    after ``fit`` reaches the answers (it is read at query time), with ``copy=True`` it does
+    not; another dtype is converted once and the conversion is kept, so editing the
+    caller's float32 array changes nothing."""
+    rng = np.random.default_rng(11)
+    Phi = rng.normal(size=(400, 5))
+    R = rng.normal(size=(400, 2))
+    q = rng.normal(size=5)
+    kept = CaseInfluence(copy=False).fit(Phi, R)
+    copied = CaseInfluence().fit(Phi, R)
+    before_kept, before_copied = kept.coefficients(q), copied.coefficients(q)
+    Phi[7] *= 3.0
+    assert np.array_equal(copied.coefficients(q), before_copied)
+    after = kept.coefficients(q)
+    assert after[7] != before_kept[7]
+    assert np.array_equal(np.delete(after, 7), np.delete(before_kept, 7))
+
+    P32 = rng.normal(size=(400, 5)).astype(np.float32)
+    conv = CaseInfluence(copy=False).fit(P32, R)
+    assert conv._Phi.dtype == np.float64 and not np.shares_memory(conv._Phi, P32)
+    before = conv.coefficients(q)
+    P32[:] = 0.0
+    assert np.array_equal(conv.coefficients(q), before)
+    F = np.asfortranarray(rng.normal(size=(400, 5)))  # another order: converted, kept
+    assert CaseInfluence(copy=False).fit(F, R)._Phi.flags.c_contiguous
+
+
+def test_copy_false_saves_loads_and_refuses_a_bad_value(tmp_path):
+    rng = np.random.default_rng(12)
+    Phi, R = rng.normal(size=(300, 4)), rng.normal(size=(300, 2))
+    Q = rng.normal(size=(3, 4))
+    ci = CaseInfluence(copy=False, intercept=True).fit(Phi, R)
+    ci.save(tmp_path / "kept.npz")
+    back = CaseInfluence.load(tmp_path / "kept.npz")
+    assert back.copy is False
+    assert np.array_equal(back.coefficients(Q), ci.coefficients(Q))
+    assert "copy=False" in repr(ci) and "copy" not in repr(CaseInfluence())
+    with pytest.raises(InputError, match="copy"):
+        CaseInfluence(copy="no").fit(Phi, R)
+
+
+def test_reading_phi_in_pieces_does_not_change_the_fit(monkeypatch) -> None:
+    """Without a copy (``copy=False``, a memmap) pass 2 transposes ``Phi`` into its buffers
+    by ``domatcopy`` or, without it, by numpy in pieces: the same bits whatever the piece
+    size and the routine, narrow and wide."""
+    import cbdt._tsqr as ts
+
+    rng = np.random.default_rng(13)
+    for n, H in ((9000, 20), (2500, 140)):
+        Phi = rng.normal(size=(n, H))
+        R = rng.normal(size=(n, 2))
+        want = CaseInfluence(copy=False).fit(Phi, R)
+        for patch in ("copy_rows", "numpy"):
+            with monkeypatch.context() as mp:
+                mp.setattr(ts, "copy_rows", lambda Hp: 5)
+                if patch == "numpy":  # no domatcopy (another BLAS): numpy's pieces
+                    mp.setattr(ts, "transpose_into", lambda *a, **k: False)
+                got = CaseInfluence(copy=False).fit(Phi, R)
+            assert np.array_equal(got._factor, want._factor)
+            q = Phi[:3] + 0.5
+            assert np.array_equal(got.coefficients(q), want.coefficients(q))

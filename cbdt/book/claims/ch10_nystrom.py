@@ -533,6 +533,9 @@ def _wins_sentence(sc: pd.DataFrame, margin: float) -> str:
 _PROFILE_COLUMNS = ("profile_fit_1thread_cpu_s", "profile_copy_cpu_s", "outside_share_cpu")
 #: The page-size columns of ``fit.csv``: the fit and one query without numpy's huge-page request.
 _PAGE_COLUMNS = ("fit_small_pages_s", "query_top10_s", "query_top10_small_pages_s")
+#: the fit with copy=False (Phi kept by reference) and its one-thread profile
+_NOCOPY_COLUMNS = ("fit_nocopy_s", "ratio_nocopy", "outside_share_nocopy_cpu",
+                   "stream_1thread_cpu_s", "outside_share_nocopy_cpu_less_stream")
 
 
 def _rows_with(df: pd.DataFrame, cols: Sequence[str]) -> pd.DataFrame:
@@ -580,6 +583,18 @@ def fit_notes(fit: pd.DataFrame) -> list[str]:
             "and condition from the small factor, and Python. These steps "
             "are bound by memory, not arithmetic: on a machine with a faster matrix product "
             "they weigh more."
+        )
+    kept = _rows_with(mem, _NOCOPY_COLUMNS)
+    if len(kept):
+        out.append(
+            "With `copy=False` ($\\Phi$ kept by reference, so the fit writes no copy of it) "
+            f"the fit takes {_listed(kept['ratio_nocopy'], '{:.1f}x')} the Gram product "
+            f"({_listed(kept['fit_nocopy_s'], '{:.2f} s')}). Profiled on one thread, its share "
+            f"outside the kernels is {_listed(100 * kept['outside_share_nocopy_cpu'], '{:.0f} %')}"
+            "; less one streaming read of $\\Phi$ on one thread (the read every pass makes, "
+            "all that numpy's Gram product waits for at narrow widths: "
+            f"{_listed(kept['stream_1thread_cpu_s'], '{:.2f} s')}) it is "
+            f"{_listed(100 * kept['outside_share_nocopy_cpu_less_stream'], '{:.0f} %')}."
         )
     pages = _rows_with(mem, _PAGE_COLUMNS)
     if len(pages):
