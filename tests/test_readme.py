@@ -96,3 +96,15 @@ def test_no_stale_names_or_paths():
     assert "notebooks/11_audit_your_network.ipynb" in README
     assert "11_audit_your_network.html" in README
     assert "cbdt.torch.probe_fidelity" in README
+
+
+def test_the_cost_of_the_copy_it_states_is_the_stored_benchmarks():
+    """The README says that at H = 64 the fit's copy of Phi costs more than numpy's whole
+    Gram product; the stored fit benchmark must say so too (the default fit minus the
+    ``copy=False`` fit, against the Gram product measured in the same run)."""
+    pd = pytest.importorskip("pandas")
+    assert "the copy costs more than numpy's whole Gram product" in " ".join(README.split())
+    fit = pd.read_csv(ROOT / "benchmarks" / "results" / "fit.csv")
+    row = fit[(fit["case"] == "in memory") & (fit["H"] == 64)].iloc[0]
+    assert row["fit_s"] - row["fit_nocopy_s"] > row["floor_s"], row[
+        ["fit_s", "fit_nocopy_s", "floor_s"]]
