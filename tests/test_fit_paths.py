@@ -34,6 +34,13 @@ def _rel(a: np.ndarray, b: np.ndarray) -> float:
     return float(np.abs(a - b).max() / max(float(np.abs(b).max()), 1e-300))
 
 
+def _paths_bound(Phi: np.ndarray, intercept: bool) -> float:
+    """``20 eps cond`` of the factored matrix (``[Phi, 1]`` with an intercept): two paths
+    each within ``10 eps cond`` of the exact coefficients differ by at most this."""
+    X = np.hstack([Phi, np.ones((Phi.shape[0], 1))]) if intercept else Phi
+    return 20 * EPS * float(np.linalg.cond(X))
+
+
 def _follows_rule(ci: CaseInfluence) -> bool:
     """``cholesky_qr2`` exactly when the first pass's measured loss is <= OMEGA_MAX; a
     third pass (``cholesky_qr3``) only after a finite loss above it; nan (the first
@@ -203,8 +210,7 @@ def test_memmap_and_dask_agree_with_the_in_memory_fit_within_eps_cond(tmp_path, 
     Phi = with_condition(0, n, H, 10.0**log_cond)
     rng = np.random.default_rng(1)
     R, Q = rng.normal(size=(n, 2)), rng.normal(size=(6, H))
-    X = np.hstack([Phi, np.ones((n, 1))]) if intercept else Phi
-    bound = 20 * EPS * float(np.linalg.cond(X))
+    bound = _paths_bound(Phi, intercept)
     kw = dict(intercept=intercept, max_condition=1e300)
     a_ref = CaseInfluence(**kw).fit(Phi, R).coefficients(Q)
     mm = CaseInfluence(**kw).fit(_memmap(tmp_path / "phi.bin", Phi, np.float64), R)
@@ -427,8 +433,7 @@ def test_copy_false_agrees_with_the_copied_fit_within_eps_cond(log_cond, interce
     Phi = with_condition(3, n, H, 10.0**log_cond)
     rng = np.random.default_rng(5)
     R, Q = rng.normal(size=(n, 3)), rng.normal(size=(5, H))
-    X = np.hstack([Phi, np.ones((n, 1))]) if intercept else Phi
-    bound = 20 * EPS * float(np.linalg.cond(X))
+    bound = _paths_bound(Phi, intercept)
     kw = dict(intercept=intercept, ridge=ridge, max_condition=1e300)
     ref = CaseInfluence(**kw).fit(Phi, R)
     ci = CaseInfluence(copy=False, **kw).fit(Phi, R)
