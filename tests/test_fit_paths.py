@@ -489,23 +489,29 @@ def test_copy_false_saves_loads_and_refuses_a_bad_value(tmp_path):
         CaseInfluence(copy="no").fit(Phi, R)
 
 
-def test_reading_phi_in_pieces_does_not_change_the_fit(monkeypatch) -> None:
-    """Without a copy (``copy=False``, a memmap) pass 2 transposes ``Phi`` into its buffers
-    by ``domatcopy`` or, without it, by numpy in pieces: the same bits whatever the piece
-    size and the routine, narrow and wide."""
+def test_reading_phi_in_pieces_does_not_change_the_fit(monkeypatch, tmp_path) -> None:
+    """Without a copy (``copy=False``, a float64 or float32 memmap) pass 2 transposes ``Phi``
+    into its buffers by ``domatcopy`` or by numpy (a float32 memmap, or a BLAS without
+    ``domatcopy``): the same bits whatever the piece size and the routine, narrow and
+    wide."""
     import cbdt._tsqr as ts
 
     rng = np.random.default_rng(13)
     for n, H in ((9000, 20), (2500, 140)):
         Phi = rng.normal(size=(n, H))
         R = rng.normal(size=(n, 2))
-        want = CaseInfluence(copy=False).fit(Phi, R)
-        for patch in ("copy_rows", "numpy"):
-            with monkeypatch.context() as mp:
-                mp.setattr(ts, "copy_rows", lambda Hp: 5)
-                if patch == "numpy":  # no domatcopy (another BLAS): numpy's pieces
-                    mp.setattr(ts, "transpose_into", lambda *a, **k: False)
-                got = CaseInfluence(copy=False).fit(Phi, R)
-            assert np.array_equal(got._factor, want._factor)
-            q = Phi[:3] + 0.5
-            assert np.array_equal(got.coefficients(q), want.coefficients(q))
+        sources = {"reference": Phi,
+                   "float32 memmap": _memmap(tmp_path / f"p{H}.bin", Phi, np.float32)}
+        for name, source in sources.items():
+            kw = dict(copy=False) if name == "reference" else {}
+            want = CaseInfluence(**kw).fit(source, R)
+            for patch in ("pieces", "numpy"):
+                with monkeypatch.context() as mp:
+                    mp.setattr(ts, "copy_rows", lambda Hp: 5)
+                    mp.setattr(ts, "piece_rows", lambda Hp: 11)
+                    if patch == "numpy":  # no domatcopy (another BLAS): numpy copies
+                        mp.setattr(ts, "transpose_into", lambda *a, **k: False)
+                    got = CaseInfluence(**kw).fit(source, R)
+                assert np.array_equal(got._factor, want._factor), (name, patch)
+                q = Phi[:3] + 0.5
+                assert np.array_equal(got.coefficients(q), want.coefficients(q)), (name, patch)
