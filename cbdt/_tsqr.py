@@ -147,7 +147,7 @@ def copy_rows(Hp: int) -> int:
     and transposed, 0.145 s / 0.154 s in pieces of 512 kB, 0.106 s / 0.113 s in pieces of
     64 rows, 0.121 s / 0.123 s in pieces of 32 rows; written into an already mapped copy and
     transposed from it, 0.178 s / 0.185 s (512 kB), 0.147 s / 0.167 s (64 rows)."""
-    return max(1, min(64, (1 << 19) // (8 * Hp)))
+    return min(64, piece_rows(Hp))
 
 
 def piece_rows(Hp: int) -> int:
@@ -212,19 +212,19 @@ class _Source:
                 # a float32/int memmap (converted here), or no domatcopy: one numpy copy of
                 # the whole block, one release of the GIL (numpy's pieces would hand it back
                 # and forth between the threads; measured, see piece_rows)
-                self.fill(a, e, out, scale)
+                return self.fill(a, e, out, scale)
             if self.intercept:
                 out[:, H] = 1.0
             return out
-        step = piece_rows(self.Hp)
+        step, small = piece_rows(self.Hp), copy_rows(self.Hp)
         for c in range(a, e, step):
             d = min(e, c + step)
             if not self.filled:
                 self.fill(c, d, self.memory[c:d], scale)
             if transpose_into(self.memory[c:d], out[c - a : d - a]):
                 continue
-            for p in range(c, d, copy_rows(self.Hp)):  # numpy: smaller pieces
-                q = min(d, p + copy_rows(self.Hp))
+            for p in range(c, d, small):  # numpy: smaller pieces
+                q = min(d, p + small)
                 np.copyto(out[p - a : q - a], self.memory[p:q])
         return out
 
