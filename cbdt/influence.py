@@ -1154,9 +1154,10 @@ class CaseInfluence(CaseQueryMixin, CaseEstimator):
         Y = Z[:H] * self._scale if self._scale != 1.0 else np.ascontiguousarray(Z[:H])
         return Y, (Z[H] * self._const if self.intercept else None)
 
-    def _chunks(self) -> Iterator[tuple[int, np.ndarray]]:
+    def _chunks(self, widen: bool = True) -> Iterator[tuple[int, np.ndarray]]:
         """Case-side row chunks in float64: (start, X). A float32 memmap is converted into
-        one reused buffer, never as a whole."""
+        one reused buffer, never as a whole (``widen=False``: its chunks as they are, for
+        :func:`cbdt._ranking.rank_direct`, which widens them in cache-sized pieces)."""
         if self._dual is not None:
             yield 0, self._dual
             return
@@ -1165,7 +1166,8 @@ class CaseInfluence(CaseQueryMixin, CaseEstimator):
             yield 0, np.asarray(Phi)
             return
         n, cs = self.n_cases_, self.chunk_size
-        buf = None if Phi.dtype == np.float64 else np.empty((min(cs, n), Phi.shape[1]))
+        buf = (None if Phi.dtype == np.float64 or not widen
+               else np.empty((min(cs, n), Phi.shape[1])))
         starts = self._blocks(n, cs, "cases")
         for s in starts:
             block = Phi[s : s + cs]
@@ -1249,7 +1251,7 @@ class CaseInfluence(CaseQueryMixin, CaseEstimator):
             # with the fit's row-norm bounds and refined directly (memory-bound like the
             # floor: no float32 copy of the memory, no norms recomputed)
             Y, bias = self._query_side(Q)
-            keys, idx, vals = rank_direct(self._chunks(), Y, bias, Rt, acts, k, key,
+            keys, idx, vals = rank_direct(self._chunks(widen=False), Y, bias, Rt, acts, k, key,
                                           self._case_norms(), self._returns_actmax,
                                           self._returns_absmax)
             return idx, keys, vals

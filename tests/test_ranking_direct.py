@@ -83,6 +83,45 @@ def test_memmap_direct_equals_the_old_path(tmp_path, intercept: bool, dtype: typ
             assert np.array_equal(idx, want), (m, key)
 
 
+@pytest.mark.parametrize("threads", [1, 2, 3])
+@pytest.mark.parametrize("intercept", [False, True])
+def test_float32_memmap_widened_in_pieces_ranks_like_float64(monkeypatch, tmp_path,
+                                                             threads: int,
+                                                             intercept: bool) -> None:
+    """A float32 memmap's blocks are widened, multiplied and keyed in pieces on Python
+    threads (:class:`cbdt._ranking._Widener`). With pieces of a few dozen rows (the last
+    one short) on one to three threads, the indices, keys and values are bit for bit those
+    of a float64 memmap holding the same numbers (its fit is bit for bit the same), one
+    query and 16, every key and weight; and a query ranks the same alone and in the batch."""
+    from cbdt import _threads
+
+    monkeypatch.setattr(_ranking, "widen_rows", lambda h: 37)
+    monkeypatch.setattr(_threads, "blas_threads", lambda: threads)
+    rng = np.random.default_rng(9)
+    n, H = 20_011, 6
+    Phi = np.tanh(rng.normal(size=(n, H))).astype(np.float32)
+    np.save(tmp_path / "f32.npy", Phi)
+    np.save(tmp_path / "f64.npy", Phi.astype(np.float64))
+    R = rng.normal(size=(n, 3))
+    fits = [CaseInfluence(intercept=intercept, chunk_size=7_000).fit(
+        np.load(tmp_path / name, mmap_mode="r"), R) for name in ("f32.npy", "f64.npy")]
+    np.testing.assert_array_equal(fits[0].readout_, fits[1].readout_)
+    Q = np.tanh(rng.normal(size=(16, H)))
+    acts = rng.integers(0, 3, size=16)
+    for m in (1, 16):
+        for key in ("abs", "positive", "negative"):
+            for weight in ("psi", "alpha"):
+                got, want = (ci._rank(Q[:m], acts[:m], 9, key, weight, "queries")
+                             for ci in fits)
+                for g, w in zip(got, want, strict=True):
+                    np.testing.assert_array_equal(g, w, err_msg=f"{m} {key} {weight}")
+    batch = fits[0].top_cases(Q, acts, k=9)
+    for j in (0, 7, 15):
+        one = fits[0].top_cases(Q[j], int(acts[j]), k=9)
+        np.testing.assert_array_equal(one.indices, batch.indices[j])
+        np.testing.assert_array_equal(one.contributions, batch.contributions[j])
+
+
 @pytest.mark.parametrize("m", [1, 3, 16])
 def test_ties_across_blocks_go_to_the_lower_index(monkeypatch, m: int) -> None:
     """Duplicated case rows give exactly tied contributions; with blocks of a few hundred
