@@ -512,7 +512,9 @@ def factor_memory(
                   and n >= SAMPLE_MIN_BLOCKS * block_rows(Hp))
     memory = np.empty((n, Hp)) if kind == "array" else None
     if memory is not None:
-        populate(memory)  # its pages mapped in one call, not faulted in between the BLAS calls
+        # its pages mapped (and zeroed) by one call per thread, not faulted in between the
+        # BLAS calls
+        populate(memory, threads)
     src = None if kind == "dask" else _Source(Phi, intercept, memory)
     stride = SAMPLE_STRIDE if sample else 1
     # block kernels gain nothing from a BLAS pool (and its spinning threads cost): pinned

@@ -411,7 +411,7 @@ def test_fit_values_do_not_depend_on_how_its_copy_is_mapped_or_cut(monkeypatch) 
         R = rng.normal(size=(n, 2))
         want = CaseInfluence().fit(Phi, R)
         with monkeypatch.context() as mp:
-            mp.setattr(ts, "populate", lambda a: False)
+            mp.setattr(ts, "populate", lambda a, threads=1: False)
             mp.setattr(ts, "copy_rows", lambda Hp: 7)
             mp.setattr(ts, "piece_rows", lambda Hp: 13)
             mp.setattr(ts, "transpose_into", lambda *a, **k: False)  # numpy's pieces

@@ -26,17 +26,18 @@ def _kernel_at_least(major: int, minor: int) -> bool:
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="MADV_POPULATE_WRITE is Linux")
-def test_populate_maps_every_page_of_a_fresh_mapping() -> None:
-    """A fresh anonymous mapping of 32 MB: on Linux 5.14+ one call maps all its pages (the
-    resident set grows by its size before anything is written) and they read as zeros; an
-    older kernel refuses (False). Either way the array is then written and read as any
-    other."""
-    size = 32 << 20
+@pytest.mark.parametrize("threads", [1, 2, 3])
+def test_populate_maps_every_page_of_a_fresh_mapping(threads: int) -> None:
+    """A fresh anonymous mapping of 32 MB (an odd number of pages, not page-aligned at its
+    start): on Linux 5.14+ one call per thread maps all its pages (the resident set grows
+    by its size before anything is written) and they read as zeros; an older kernel
+    refuses (False). Either way the array is then written and read as any other."""
+    size = (32 << 20) + 3 * 4096
     buf = mmap.mmap(-1, size)
     try:
-        a = np.frombuffer(buf, dtype=np.float64).reshape(-1, 512)
+        a = np.frombuffer(buf, dtype=np.float64)[3:]  # starts 24 B into its first page
         before = _rss_kb()
-        done = populate(a)
+        done = populate(a, threads)
         grown = _rss_kb() - before
         if _kernel_at_least(5, 14):
             assert done
