@@ -290,9 +290,9 @@ def profile(Phi: np.ndarray, R: np.ndarray, repeats: int, copy: bool = True) -> 
         fill_cpu[0] += time.thread_time() - c0
         return got
 
-    def populate(a):
+    def populate(a, threads=1):  # one thread here: all its time is this thread's
         c0 = time.thread_time()
-        got = orig[4](a)
+        got = orig[4](a, threads)
         fill_cpu[0] += time.thread_time() - c0
         return got
 

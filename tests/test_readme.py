@@ -99,12 +99,15 @@ def test_no_stale_names_or_paths():
 
 
 def test_the_cost_of_the_copy_it_states_is_the_stored_benchmarks():
-    """The README says that at H = 64 the fit's copy of Phi costs more than numpy's whole
-    Gram product; the stored fit benchmark must say so too (the default fit minus the
-    ``copy=False`` fit, against the Gram product measured in the same run)."""
+    """The README says that at H = 64 the fit's copy of Phi costs about as much as numpy's
+    whole Gram product; the stored fit benchmark must say so too: the default fit minus the
+    ``copy=False`` fit within a factor of 1.5 of the Gram product measured in the same run
+    (stored runs: 0.17 s against 0.14 s, then 0.15 s against 0.14 s)."""
     pd = pytest.importorskip("pandas")
-    assert "the copy costs more than numpy's whole Gram product" in " ".join(README.split())
+    assert ("the copy costs about as much as numpy's whole Gram product"
+            in " ".join(README.split()))
     fit = pd.read_csv(ROOT / "benchmarks" / "results" / "fit.csv")
     row = fit[(fit["case"] == "in memory") & (fit["H"] == 64)].iloc[0]
-    assert row["fit_s"] - row["fit_nocopy_s"] > row["floor_s"], row[
+    copy = row["fit_s"] - row["fit_nocopy_s"]
+    assert row["floor_s"] / 1.5 < copy < 1.5 * row["floor_s"], row[
         ["fit_s", "fit_nocopy_s", "floor_s"]]
