@@ -414,11 +414,11 @@ def widen_rows(h: int) -> int:
     return max(64, (1 << 21) // (8 * max(h, 1)))
 
 
-class _Widener:
-    """Keys of ``Yt @ X.T`` for blocks ``X`` of a float32 (or integer) memmap, formed in
-    pieces of :func:`widen_rows` rows, each widened into a float64 buffer, multiplied and
-    keyed (:func:`_weigh`) while it is in cache, on as many Python threads as numpy's BLAS
-    has cores (BLAS pinned to one thread meanwhile, :mod:`cbdt._threads`).
+class Widener:
+    """Products ``Yt @ X.T`` (or their keys) for blocks ``X`` of a float32 (or integer)
+    memmap, formed in pieces of :func:`widen_rows` rows, each widened into a float64 buffer,
+    multiplied (and keyed, :func:`_weigh`) while it is in cache, on as many Python threads
+    as numpy's BLAS has cores (BLAS pinned to one thread meanwhile, :mod:`cbdt._threads`).
 
     Widening a whole block first writes it to memory and reads it back for the product: a
     serial pass. Measured on the benchmark machine (n = 4e6, H = 64, 16 queries, two
@@ -427,14 +427,15 @@ class _Widener:
     it reads float64 blocks whole. A context manager: the thread pool and the pin end with
     it."""
 
-    def __init__(self, Yt: np.ndarray, key: str, bias: np.ndarray | None) -> None:
+    def __init__(self, Yt: np.ndarray, key: str | None = None,
+                 bias: np.ndarray | None = None) -> None:
         self.Yt, self.key, self.bias = Yt, key, bias
         self.rows = widen_rows(Yt.shape[1])
         self.local = threading.local()
         self.threads = 1
         self.stack = ExitStack()
 
-    def __enter__(self) -> _Widener:
+    def __enter__(self) -> Widener:
         from ._threads import blas_threads, single_threaded_blas
 
         self.threads = blas_threads()
@@ -446,8 +447,8 @@ class _Widener:
     def __exit__(self, *exc: object) -> None:
         self.stack.close()
 
-    def _part(self, B: np.ndarray, X: np.ndarray, Rc: np.ndarray | None, acts: np.ndarray,
-              j0: int, j1: int) -> None:
+    def _part(self, B: np.ndarray, X: np.ndarray, Rc: np.ndarray | None,
+              acts: np.ndarray | None, j0: int, j1: int) -> None:
         buf = getattr(self.local, "buf", None)
         if buf is None or buf.shape[1] != X.shape[1]:
             buf = self.local.buf = np.empty((self.rows, X.shape[1]))
@@ -461,11 +462,17 @@ class _Widener:
                 np.matmul(Xw, Yt[0], out=Bj[0])
             else:
                 np.matmul(Yt, Xw.T, out=Bj)
-            _weigh(Bj, None if Rc is None else Rc[:, j:e], acts, self.key, self.bias)
+            if acts is not None:
+                _weigh(Bj, None if Rc is None else Rc[:, j:e], acts, self.key, self.bias)
+
+    def products(self, B: np.ndarray, X: np.ndarray) -> None:
+        """``B`` (m, w) = ``Yt @ X.T`` for the block ``X`` (w, h), in place."""
+        self.keys(B, X, None, None)
 
     def keys(self, B: np.ndarray, X: np.ndarray, Rc: np.ndarray | None,
-             acts: np.ndarray) -> None:
-        """``B`` (m, w) = the keys of the block ``X`` (w, h), in place."""
+             acts: np.ndarray | None) -> None:
+        """``B`` (m, w) = the keys of the block ``X`` (w, h), in place (``acts=None``: the
+        products alone)."""
         w = X.shape[0]
         pieces = -(-w // self.rows)
         if self.threads == 1 or pieces < 2:
@@ -509,7 +516,7 @@ def rank_direct(
     parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
     flat: np.ndarray | None = None  # one product buffer for every block: no fresh pages
     with ExitStack() as stack:
-        widen: _Widener | None = None
+        widen: Widener | None = None
         for s0, X in chunks:
             for a in range(0, X.shape[0], step):
                 Xc = X[a : a + step]
@@ -524,7 +531,7 @@ def rank_direct(
                 keyed = Xc.dtype != np.float64
                 if keyed:  # a float32 memmap: widened, multiplied and keyed piece by piece
                     if widen is None:
-                        widen = stack.enter_context(_Widener(Yt, key, bias))
+                        widen = stack.enter_context(Widener(Yt, key, bias))
                     widen.keys(B, Xc, Rc, acts)
                 elif m == 1:
                     np.matmul(Xc, Yt[0], out=B[0])

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterator
+from contextlib import ExitStack
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
@@ -37,7 +38,14 @@ from ._base import (
 )
 from ._params import read_saved_params
 from ._query import CaseQueryMixin
-from ._ranking import RowNormBounds, block_max_row_norms, rank_dask, rank_direct, scan_top_k
+from ._ranking import (
+    RowNormBounds,
+    Widener,
+    block_max_row_norms,
+    rank_dask,
+    rank_direct,
+    scan_top_k,
+)
 from ._results import Explanation, TopCases
 from ._savefile import open_npz
 from ._tsqr import block_rows, factor_memory, min_norm_svd, qr_r
@@ -1193,11 +1201,18 @@ class CaseInfluence(CaseQueryMixin, CaseEstimator):
         if self._kind == "dask":
             out[:] = (self._Phi @ Y).compute().T
         else:
-            for s, X in self._chunks():
-                if Q.shape[0] == 1:  # a matrix-vector product (GEMV)
-                    np.matmul(X, Y[:, 0], out=out[0, s : s + X.shape[0]])
-                else:
-                    np.matmul(Y.T, X.T, out=out[:, s : s + X.shape[0]])
+            with ExitStack() as stack:
+                widen: Widener | None = None
+                for s, X in self._chunks(widen=False):
+                    o = out[:, s : s + X.shape[0]]
+                    if X.dtype != np.float64:  # a float32 memmap: widened in cached pieces
+                        if widen is None:
+                            widen = stack.enter_context(Widener(np.ascontiguousarray(Y.T)))
+                        widen.products(o, X)
+                    elif Q.shape[0] == 1:  # a matrix-vector product (GEMV)
+                        np.matmul(X, Y[:, 0], out=o[0])
+                    else:
+                        np.matmul(Y.T, X.T, out=o)
         if bias is not None:
             out += bias[:, None]
         return out

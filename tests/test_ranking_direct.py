@@ -89,7 +89,7 @@ def test_float32_memmap_widened_in_pieces_ranks_like_float64(monkeypatch, tmp_pa
                                                              threads: int,
                                                              intercept: bool) -> None:
     """A float32 memmap's blocks are widened, multiplied and keyed in pieces on Python
-    threads (:class:`cbdt._ranking._Widener`). With pieces of a few dozen rows (the last
+    threads (:class:`cbdt._ranking.Widener`). With pieces of a few dozen rows (the last
     one short) on one to three threads, the indices, keys and values are bit for bit those
     of a float64 memmap holding the same numbers (its fit is bit for bit the same), one
     query and 16, every key and weight; and a query ranks the same alone and in the batch."""
@@ -120,6 +120,17 @@ def test_float32_memmap_widened_in_pieces_ranks_like_float64(monkeypatch, tmp_pa
         one = fits[0].top_cases(Q[j], int(acts[j]), k=9)
         np.testing.assert_array_equal(one.indices, batch.indices[j])
         np.testing.assert_array_equal(one.contributions, batch.contributions[j])
+    # the coefficients and contributions (the same widened pieces, products only): those of
+    # the float64 memmap to rounding (each entry y . phi_i + b, |phi_ih| <= 1: a sum of at
+    # most H + 1 terms of magnitude <= |y_h|, |b|), every case written
+    for m in (1, 16):
+        a32, a64 = (ci.coefficients(Q[:m]) for ci in fits)
+        Y, b = fits[1]._query_side(Q[:m])
+        scale = np.abs(Y).sum(axis=0) + (0.0 if b is None else np.abs(b))  # per query
+        assert_rounding_equal(a32, a64, ulps=2 * (H + 2), scale=scale[:, None])
+        assert np.array_equal(a32, fits[0].coefficients(Q[:m]))  # the same call: bitwise
+        assert_rounding_equal(fits[0].contributions(Q[:m], 1), fits[1].contributions(Q[:m], 1),
+                              ulps=2 * (H + 3), scale=scale[:, None] * np.abs(R[:, 1]))
 
 
 @pytest.mark.parametrize("m", [1, 3, 16])
