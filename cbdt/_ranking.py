@@ -336,7 +336,8 @@ def rank_block(
     """
     K = B if keyed else _weigh(B, Rt, acts, key, bias)
     m, h = Yt.shape
-    rmax = 1.0 if Rt is None else rmax
+    if Rt is None:  # keys of alpha, not weighted by the returns: |r| does not scale them
+        rq, rmax = None, 1.0
     if m == 1:  # one query: the bound in Python floats (|y| >= max |y_i| in the tiny term)
         with np.errstate(over="ignore", under="ignore"):  # out of range: _row_norms
             ss = float(Yt[0] @ Yt[0])

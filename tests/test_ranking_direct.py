@@ -133,6 +133,41 @@ def test_float32_memmap_widened_in_pieces_ranks_like_float64(monkeypatch, tmp_pa
                               ulps=2 * (H + 3), scale=scale[:, None] * np.abs(R[:, 1]))
 
 
+@pytest.mark.parametrize("storage", ["array", "memmap"])
+def test_coefficient_ranking_bound_does_not_shrink_with_small_returns(tmp_path,
+                                                                      storage: str) -> None:
+    """``rank_by="coefficient"`` keys are |alpha_i|, not weighted by the returns, so their
+    rounding bound must not be scaled by max |r| either. Regression: the direct path scaled
+    it, and with returns of 1e-9 it dropped cases whose exact keys belonged to the top k.
+    Every case row is a permutation of one vector and the query's solved side is ~(1, ..., 1):
+    all alpha_i are equal in exact arithmetic and their computed values differ only in the
+    last bits (the sums taken in different orders), the hardest case for the screen. The
+    chosen cases must be those of a stable sort of the exact keys (the library's one float64
+    evaluation, :func:`cbdt._ranking._psi`), alone and in a batch of 16."""
+    from cbdt._ranking import _psi
+
+    for seed in range(8):
+        rng = np.random.default_rng(seed)
+        n, H = 3_000, 16
+        v = rng.normal(size=H) * np.exp(3 * rng.normal(size=H))
+        Phi = np.stack([rng.permutation(v) for _ in range(n)])
+        R = rng.normal(size=(n, 2)) * 1e-9
+        if storage == "memmap":
+            np.save(tmp_path / "phi.npy", Phi)
+            Phi = np.load(tmp_path / "phi.npy", mmap_mode="r")
+        ci = CaseInfluence(intercept=False).fit(Phi, R)
+        q = np.asarray(Phi).T @ (np.asarray(Phi) @ np.ones(H))
+        X = np.vstack([np.asarray(c) for _, c in ci._chunks()])
+        y = ci._augment(q[None, :]) if ci._dual is not None else ci._query_side(q[None, :])[0].T
+        keys = np.abs(_psi(np.repeat(y, n, axis=0), X))
+        assert np.unique(keys).size > 1  # the ties are broken by rounding only
+        want = np.argsort(-keys, kind="stable")[:10]
+        one = ci.top_cases(q, 0, k=10, rank_by="coefficient")
+        np.testing.assert_array_equal(one.indices, want, err_msg=f"seed {seed}")
+        batch = ci.top_cases(np.tile(q, (16, 1)), 0, k=10, rank_by="coefficient")
+        np.testing.assert_array_equal(batch.indices, np.tile(want, (16, 1)))
+
+
 @pytest.mark.parametrize("m", [1, 3, 16])
 def test_ties_across_blocks_go_to_the_lower_index(monkeypatch, m: int) -> None:
     """Duplicated case rows give exactly tied contributions; with blocks of a few hundred
