@@ -234,6 +234,26 @@ def _bound64(h: int, ynorm: Any, xmax: float, babs: Any, rq: Any, ymax: float, r
     return coef * ((ynorm * xmax + babs) * rq) + tiny
 
 
+def bound32(h: int, ynorm: Any, xmax: float, unscale: Any, rq: Any) -> Any:
+    """Bound on |float32 screen - exact| of ``y . x`` (then times ``r``), per query, for
+    the direct path's float32 screen (:class:`Widener`): float32 rows ``x`` (exact),
+    the query ``y`` scaled by ``2^e`` (``unscale = 2^-e``) and rounded to float32, the sum of
+    the ``h`` products in float32 in any order, the result scaled back exactly.
+
+    Rounding ``y 2^e`` to float32 errs by ``u |y_i| 2^e`` per entry, plus at most 2^-150
+    where it leaves float32's normal range; the sum errs by at most ``h u`` of the sum of
+    the magnitudes (``u = 2^-24``), which is at most ``|y| |x| 2^e`` (Cauchy-Schwarz); every
+    product or partial sum below float32's normal range loses at most 2^-150 more. Scaled
+    back: ``(h + 2) u |y| |x| + 2^-e h 2^-149 (1 + |x|)``, taken here with ``h + 8`` and
+    float32's eps (twice ``u``) and 10 % more, times ``|r|`` (``rq``: max |r| of the
+    query's action, 1 for keys of alpha). The float64 steps after the product (the constant
+    term, the weight) are covered by :func:`_bound64`, which the caller adds.
+    """
+    coef = (h + 8) * _EPS32 * 1.1
+    tiny = (h + 8) * 2.0**-149 * 1.1 * (1.0 + xmax)
+    return (coef * ynorm * xmax + tiny * unscale) * rq
+
+
 def _near_top_k(K: np.ndarray, k: int, M: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(rows, cols) of the entries of ``K`` (m, n) at or above ``kth - 2 M`` (``kth``: the
     row's k-th largest entry, ``M``: (m,)), rows ascending; at least k per row.
@@ -322,13 +342,15 @@ def rank_block(
     rmax: float,
     bias: np.ndarray | None = None,
     keyed: bool = False,
+    screen32: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Top-k of a block ``B = Yt @ X.T`` (m, n) formed by one GEMM (or GEMV), exact.
 
     ``B`` gets the constant terms ``bias`` (m,) added, is weighted by the returns
     ``Rt[acts]`` in place and keyed (:func:`_weigh`; ``keyed=True``: already done, piece by
-    piece); ``X`` may be a float32 block (its rows are widened exactly where read); the
-    candidates within its rounding bound
+    piece); ``X`` may be a float32 block (its rows are widened exactly where read), and
+    ``B`` its float32 screen (``screen32``: each query's scale ``2^-e_q``, whose error
+    :func:`bound32` adds to the bound); the candidates within its rounding bound
     (:func:`_bound64`; ``xmax``: a bound on the norm of every row of ``X``, ``rq``: max |r|
     of each action, ``rmax``: over all) of each query's k-th key get the keys and values of
     :func:`_psi`, as in the fused scan, so a query ranks the same alone, in a small block or
@@ -345,11 +367,16 @@ def rank_block(
         rq1 = 1.0 if rq is None else float(rq[acts[0]])
         b1 = 0.0 if bias is None else abs(float(bias[0]))
         M = np.array([_bound64(h, yn, xmax, b1, rq1, yn, rmax)])
+        if screen32 is not None:
+            M += bound32(h, yn, xmax, float(screen32[0]), rq1)
     else:
         ymax = float(np.abs(Yt).max()) if Yt.size else 0.0
         babs = 0.0 if bias is None else np.abs(bias)
-        M = _bound64(h, _row_norms(Yt), xmax, babs, 1.0 if rq is None else rq[acts], ymax,
-                     rmax)
+        yns = _row_norms(Yt)
+        rqs = 1.0 if rq is None else rq[acts]
+        M = _bound64(h, yns, xmax, babs, rqs, ymax, rmax)
+        if screen32 is not None:
+            M = M + bound32(h, yns, xmax, screen32, rqs)
 
     def exact(rows: np.ndarray, cols: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         r = None if Rt is None else Rt[acts[rows], cols]
@@ -415,18 +442,35 @@ def widen_rows(h: int) -> int:
     return max(64, (1 << 21) // (8 * max(h, 1)))
 
 
+#: The float32 screen of the direct path takes a block of a float32 memmap when its rows'
+#: norms are at most 2^60 and at least 2^-60 (no float32 overflow, products of typical
+#: size far from float32's underflow) and every query's largest entry is within 2^+-100.
+_SCREEN32_X = 2.0**60
+_SCREEN32_Y = 100
+
+
 class Widener:
     """Products ``Yt @ X.T`` (or their keys) for blocks ``X`` of a float32 (or integer)
-    memmap, formed in pieces of :func:`widen_rows` rows, each widened into a float64 buffer,
-    multiplied (and keyed, :func:`_weigh`) while it is in cache, on as many Python threads
-    as numpy's BLAS has cores (BLAS pinned to one thread meanwhile, :mod:`cbdt._threads`).
+    memmap, formed in pieces of :func:`widen_rows` rows while they are in cache, on as many
+    Python threads as numpy's BLAS has cores (BLAS pinned to one thread meanwhile,
+    :mod:`cbdt._threads`).
+
+    Products (:meth:`products`, the coefficients): each piece widened into a float64
+    buffer and multiplied in float64. Keys (:meth:`keys`, the ranking's screen): where
+    :meth:`screens` allows, the float32 rows are multiplied as they are, by the queries
+    scaled by powers of two ``2^e_q`` (their largest entry in [1/2, 1)) and rounded to
+    float32 (``sgemm``), the products scaled back exactly into float64 and keyed
+    (:func:`_weigh`); the screen's error is bounded by :func:`bound32` and every value the
+    ranking returns still comes from :func:`_psi` in float64. Elsewhere each piece is
+    widened and multiplied in float64 as for the products.
 
     Widening a whole block first writes it to memory and reads it back for the product: a
-    serial pass. Measured on the benchmark machine (n = 4e6, H = 64, 16 queries, two
-    threads): the pieces took 0.34-0.35 s against 0.43-0.45 s for whole blocks; for a
-    float64 memmap (no widening) pieces were slower (0.35-0.44 s against 0.32-0.34 s), so
-    it reads float64 blocks whole. A context manager: the thread pool and the pin end with
-    it."""
+    serial pass. Measured on the benchmark machine (n = 4e6, H = 64, top-10 cases, two
+    threads): 16 queries took 0.43-0.47 s with whole blocks widened first, 0.34-0.41 s
+    widened in pieces and 0.33 s screened in float32; one query 0.22 s, 0.16-0.18 s and
+    0.09 s. For a float64 memmap (no widening) pieces were slower (0.35-0.44 s against
+    0.32-0.34 s), so the direct path reads float64 blocks whole. A context manager: the
+    thread pool and the pin end with it."""
 
     def __init__(self, Yt: np.ndarray, key: str | None = None,
                  bias: np.ndarray | None = None) -> None:
@@ -435,6 +479,14 @@ class Widener:
         self.local = threading.local()
         self.threads = 1
         self.stack = ExitStack()
+        # the float32 screen's queries: each row scaled by 2^e_q into [1/2, 1), rounded
+        top = np.abs(Yt).max(axis=1) if Yt.size else np.zeros(Yt.shape[0])
+        exps = np.array([_unit_exponent(float(t)) for t in top], dtype=np.int64)
+        self.f32 = (key is not None and _SCREEN_F32 and bool(np.all(np.isfinite(top)))
+                    and bool(np.all(np.abs(exps) <= _SCREEN32_Y)))
+        if self.f32:
+            self.Y32 = np.ldexp(Yt, exps[:, None]).astype(np.float32)
+            self.unscale = np.ldexp(1.0, -exps)  # 2^-e_q, exact
 
     def __enter__(self) -> Widener:
         from ._threads import blas_threads, single_threaded_blas
@@ -449,39 +501,66 @@ class Widener:
         self.stack.close()
 
     def _part(self, B: np.ndarray, X: np.ndarray, Rc: np.ndarray | None,
-              acts: np.ndarray | None, j0: int, j1: int) -> None:
-        buf = getattr(self.local, "buf", None)
-        if buf is None or buf.shape[1] != X.shape[1]:
-            buf = self.local.buf = np.empty((self.rows, X.shape[1]))
-        Yt = self.Yt
+              acts: np.ndarray | None, f32: bool, j0: int, j1: int) -> None:
+        m = B.shape[0]
+        if f32:
+            buf = getattr(self.local, "b32", None)
+            if buf is None or buf.shape[0] != m:
+                buf = self.local.b32 = np.empty((m, self.rows), dtype=np.float32)
+        else:
+            buf = getattr(self.local, "buf", None)
+            if buf is None or buf.shape[1] != X.shape[1]:
+                buf = self.local.buf = np.empty((self.rows, X.shape[1]))
         for j in range(j0, j1, self.rows):
             e = min(j1, j + self.rows)
-            Xw = buf[: e - j]
-            np.copyto(Xw, X[j:e])
             Bj = B[:, j:e]
-            if Yt.shape[0] == 1:
-                np.matmul(Xw, Yt[0], out=Bj[0])
+            if f32:  # float32 rows as they are, by the scaled float32 queries
+                Bs = buf[:, : e - j]
+                if m == 1:
+                    np.matmul(X[j:e], self.Y32[0], out=Bs[0])
+                else:
+                    np.matmul(self.Y32, X[j:e].T, out=Bs)
+                np.multiply(Bs, self.unscale[:, None], out=Bj)  # exact: powers of two
             else:
-                np.matmul(Yt, Xw.T, out=Bj)
+                Xw = buf[: e - j]
+                np.copyto(Xw, X[j:e])
+                if m == 1:
+                    np.matmul(Xw, self.Yt[0], out=Bj[0])
+                else:
+                    np.matmul(self.Yt, Xw.T, out=Bj)
             if acts is not None:
                 _weigh(Bj, None if Rc is None else Rc[:, j:e], acts, self.key, self.bias)
 
+    def screens(self, X: np.ndarray, xmax: float) -> bool:
+        """Whether :meth:`keys` screens the block ``X`` in float32: float32 rows whose
+        norms are within ``2^+-60`` (``xmax``: a bound on them; a block of zero rows too)
+        and queries within ``2^+-100``."""
+        return (self.f32 and X.dtype == np.float32
+                and (xmax == 0.0 or 1.0 / _SCREEN32_X <= xmax <= _SCREEN32_X))
+
     def products(self, B: np.ndarray, X: np.ndarray) -> None:
-        """``B`` (m, w) = ``Yt @ X.T`` for the block ``X`` (w, h), in place."""
-        self.keys(B, X, None, None)
+        """``B`` (m, w) = ``Yt @ X.T`` for the block ``X`` (w, h), in place, in float64."""
+        self._run(B, X, None, None, False)
 
     def keys(self, B: np.ndarray, X: np.ndarray, Rc: np.ndarray | None,
-             acts: np.ndarray | None) -> None:
-        """``B`` (m, w) = the keys of the block ``X`` (w, h), in place (``acts=None``: the
-        products alone)."""
+             acts: np.ndarray, xmax: float) -> np.ndarray | None:
+        """``B`` (m, w) = the keys of the block ``X`` (w, h), in place. Returns the scale
+        ``2^-e_q`` (m,) of each query's float32 screen (for :func:`bound32`), or None where
+        the block was multiplied in float64."""
+        f32 = self.screens(X, xmax)
+        self._run(B, X, Rc, acts, f32)
+        return self.unscale if f32 else None
+
+    def _run(self, B: np.ndarray, X: np.ndarray, Rc: np.ndarray | None,
+             acts: np.ndarray | None, f32: bool) -> None:
         w = X.shape[0]
         pieces = -(-w // self.rows)
         if self.threads == 1 or pieces < 2:
-            self._part(B, X, Rc, acts, 0, w)
+            self._part(B, X, Rc, acts, f32, 0, w)
             return
         per = -(-pieces // self.threads) * self.rows  # whole pieces per thread
         cuts = [(j, min(w, j + per)) for j in range(0, w, per)]
-        list(self.pool.map(lambda c: self._part(B, X, Rc, acts, *c), cuts))
+        list(self.pool.map(lambda c: self._part(B, X, Rc, acts, f32, *c), cuts))
 
 
 def rank_direct(
@@ -530,16 +609,18 @@ def rank_direct(
                 B = flat[: m * w].reshape(m, w)
                 Rc = None if Rt is None else Rt[:, g : g + w]
                 keyed = Xc.dtype != np.float64
-                if keyed:  # a float32 memmap: widened, multiplied and keyed piece by piece
+                xmax = norms.over(g, g + w)
+                screen32 = None
+                if keyed:  # a float32 memmap: keyed piece by piece (a float32 screen)
                     if widen is None:
                         widen = stack.enter_context(Widener(Yt, key, bias))
-                    widen.keys(B, Xc, Rc, acts)
+                    screen32 = widen.keys(B, Xc, Rc, acts, xmax)
                 elif m == 1:
                     np.matmul(Xc, Yt[0], out=B[0])
                 else:
                     np.matmul(Yt, Xc.T, out=B)
-                idx, keys, vals = rank_block(B, Yt, Xc, Rc, acts, min(k, w), key,
-                                             norms.over(g, g + w), rq, rmax, bias, keyed)
+                idx, keys, vals = rank_block(B, Yt, Xc, Rc, acts, min(k, w), key, xmax, rq,
+                                             rmax, bias, keyed, screen32)
                 parts.append((keys, idx + g, vals))
     if len(parts) == 1:
         return parts[0]

@@ -133,6 +133,74 @@ def test_float32_memmap_widened_in_pieces_ranks_like_float64(monkeypatch, tmp_pa
                               ulps=2 * (H + 3), scale=scale[:, None] * np.abs(R[:, 1]))
 
 
+@pytest.mark.parametrize("rows_exp, query_exp", [(0, 0), (0, 90), (0, -90), (0, 120),
+                                                   (40, 0), (-40, -60), (70, 0), (-70, 0)])
+def test_float32_screen_is_exact_at_rounding_ties_and_extreme_scales(
+        monkeypatch, tmp_path, rows_exp: int, query_exp: int) -> None:
+    """The direct path screens a float32 memmap in float32 (:func:`cbdt._ranking.bound32`)
+    where its rows' norms lie within 2^+-60 and the queries within 2^+-100, and multiplies in
+    float64 elsewhere. Adversarial data: every case row a permutation of one float32 vector
+    of widely spread magnitudes (its coefficients tie in exact arithmetic and differ in the
+    last bits), the rows scaled by 2^rows_exp and the query by 2^query_exp, on both sides of
+    both limits. Every key and weight, one query and 16, on two threads: the indices, keys
+    and values are bit for bit those of a float64 memmap holding the same numbers, and the
+    indices those of a stable sort of the exact keys (:func:`cbdt._ranking._psi`)."""
+    from cbdt import _threads
+    from cbdt._ranking import _psi
+
+    monkeypatch.setattr(_threads, "blas_threads", lambda: 2)
+    monkeypatch.setattr(_ranking, "widen_rows", lambda h: 500)
+    rng = np.random.default_rng(abs(rows_exp) + 3 * abs(query_exp))
+    n, H = 3_000, 12
+    v = (rng.normal(size=H) * np.exp(2 * rng.normal(size=H))).astype(np.float32)
+    Phi = np.ldexp(np.stack([rng.permutation(v) for _ in range(n)]), rows_exp)
+    Phi = Phi.astype(np.float32)
+    np.save(tmp_path / "f32.npy", Phi)
+    np.save(tmp_path / "f64.npy", Phi.astype(np.float64))
+    R = rng.normal(size=(n, 2)) * np.exp(rng.normal(size=(n, 1)))
+    fits = [CaseInfluence(intercept=False, chunk_size=1_100).fit(
+        np.load(tmp_path / name, mmap_mode="r"), R) for name in ("f32.npy", "f64.npy")]
+    P = Phi.astype(np.float64)
+    q = np.ldexp(P.T @ (P @ np.ones(H)), query_exp - 2 * rows_exp)  # solved side ~ 2^e 1
+    Q = np.vstack([q, np.ldexp(rng.normal(size=(15, H)), query_exp) * np.abs(q).max()
+                   / 2.0**query_exp])
+    X = Phi.astype(np.float64)
+    for key in ("abs", "positive", "negative"):
+        for weight in ("psi", "alpha"):
+            for m in (1, 16):
+                acts = np.zeros(m, dtype=int)
+                got, want = (ci._rank(Q[:m], acts, 10, key, weight, "queries") for ci in fits)
+                for g, w in zip(got, want, strict=True):
+                    np.testing.assert_array_equal(g, w, err_msg=f"{key} {weight} {m}")
+            y = fits[0]._query_side(q[None, :])[0].T
+            a = _psi(np.repeat(y, n, axis=0), X, None,
+                     R[:, 0] if weight == "psi" else None)
+            keys = np.abs(a) if key == "abs" else (a if key == "positive" else -a)
+            want_i = np.argsort(-keys, kind="stable")[:10]
+            got_i, _, _ = fits[0]._rank(q[None, :], np.zeros(1, dtype=int), 10, key, weight,
+                                        "queries")
+            np.testing.assert_array_equal(got_i[0], want_i, err_msg=f"{key} {weight}")
+
+
+def test_float32_screen_switched_off_gives_the_same_ranking(monkeypatch, tmp_path) -> None:
+    """``_SCREEN_F32 = False`` (the float64 widening for every block): the same indices,
+    keys and values as the float32 screen."""
+    rng = np.random.default_rng(12)
+    n, H = 30_000, 8
+    Phi = np.tanh(rng.normal(size=(n, H))).astype(np.float32)
+    np.save(tmp_path / "f32.npy", Phi)
+    R = rng.normal(size=(n, 3))
+    ci = CaseInfluence().fit(np.load(tmp_path / "f32.npy", mmap_mode="r"), R)
+    Q = np.tanh(rng.normal(size=(16, H)))
+    acts = rng.integers(0, 3, size=16)
+    on = [ci._rank(Q[:m], acts[:m], 8, "abs", "psi", "q") for m in (1, 16)]
+    monkeypatch.setattr(_ranking, "_SCREEN_F32", False)
+    off = [ci._rank(Q[:m], acts[:m], 8, "abs", "psi", "q") for m in (1, 16)]
+    for a, b in zip(on, off, strict=True):
+        for x, y in zip(a, b, strict=True):
+            np.testing.assert_array_equal(x, y)
+
+
 @pytest.mark.parametrize("storage", ["array", "memmap"])
 def test_coefficient_ranking_bound_does_not_shrink_with_small_returns(tmp_path,
                                                                       storage: str) -> None:
