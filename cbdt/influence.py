@@ -117,7 +117,9 @@ class CaseInfluence(CaseQueryMixin, CaseEstimator):
         grows like :math:`\\sqrt{\\text{condition number}}\\,\\epsilon_{\\text{mach}}`.
     chunk_size : int, default=65536
         Rows of ``Phi`` folded into the triangular factor at once, and read at once from a
-        memmap ``Phi`` at query time (a float32 memmap is converted one chunk at a time).
+        memmap ``Phi`` at query time (a float32 memmap is converted one chunk at a time, or
+        in cache-sized pieces of a chunk for the coefficients and the top cases of up to 16
+        queries, which screen it in float32 before their exact float64 evaluation).
     batch_size : int, default=1024
         Queries answered at once by the query methods; a memmap or dask ``Phi`` is read once
         per batch of queries.
@@ -1165,7 +1167,7 @@ class CaseInfluence(CaseQueryMixin, CaseEstimator):
     def _chunks(self, widen: bool = True) -> Iterator[tuple[int, np.ndarray]]:
         """Case-side row chunks in float64: (start, X). A float32 memmap is converted into
         one reused buffer, never as a whole (``widen=False``: its chunks as they are, for
-        :func:`cbdt._ranking.rank_direct`, which widens them in cache-sized pieces)."""
+        :class:`cbdt._ranking.Widener`, which reads them in cache-sized pieces)."""
         if self._dual is not None:
             yield 0, self._dual
             return
