@@ -10,7 +10,7 @@ fit copies, and the library's functions restored afterwards.
 
 from __future__ import annotations
 
-import importlib.util
+import importlib
 import sys
 from pathlib import Path
 
@@ -26,12 +26,12 @@ ROOT = Path(__file__).resolve().parents[1]
 @pytest.fixture(scope="module")
 def bench_fit():
     pytest.importorskip("pandas")
-    spec = importlib.util.spec_from_file_location("bench_fit",
-                                                  ROOT / "benchmarks" / "bench_fit.py")
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault("bench_fit", mod)
-    spec.loader.exec_module(mod)
-    return mod
+    folder = str(ROOT / "benchmarks")
+    sys.path.insert(0, folder)  # the benchmarks import their _common module from there
+    try:
+        return importlib.import_module("bench_fit")
+    finally:
+        sys.path.remove(folder)
 
 
 @pytest.mark.parametrize("copy", [True, False])
