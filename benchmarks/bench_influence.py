@@ -28,10 +28,12 @@ same run:
   and ``explain`` against one float64 GEMV (m GEMVs: a small GEMM into a preallocated output)
   by an (n, H) matrix + ``argpartition`` of the weighted values, timed in turn (the order
   rotating, medians; target: within 1.25x); and at n = 4 * 10**6 (``--memmap-n``) the same
-  queries on a float64 memmap of the memory against one streaming pass over the file
-  (``np.copyto`` of every chunk into a reused buffer; target: within 1.5x) and the bare
-  product of the same shape over the file (``gemm_floor_ms``: for 16 queries the arithmetic
-  exceeds the read; ``ratio_max_floor`` is against the larger of the two), with the fraction
+  queries on a float64 memmap of the memory and on a float32 one (storage ``memmap
+  float32``) against one streaming pass over the file (``np.copyto`` of every chunk into a
+  reused float64 buffer, so a float32 file's pass includes its widening; target: within
+  1.5x) and the bare product of the same shape over the file in its own precision
+  (``gemm_floor_ms``: for 16 queries the arithmetic exceeds the read; ``ratio_max_floor``
+  is against the larger of the two), with the fraction
   of the file in the page cache before and after (``page_cache_before``/``_after``, from
   ``mincore``). The fit and the queries are timed under a deliberate BLAS thread setting
   (``--threads``, default: every core), the floor in the same round.
@@ -184,63 +186,78 @@ def _sweep_n(n: int, H: int, W: np.ndarray, Qs: np.ndarray, ms: list[int], k: in
     ci = None  # its copy of the memory freed before the memmap's fit
     if memmap:
         tmp = tempfile.mkdtemp(dir=folder)
-        path = Path(tmp) / "phi.npy"
         try:
-            mm = np.lib.format.open_memmap(path, mode="w+", dtype=np.float64,
-                                           shape=(n, H))
-            mm[:] = Phi
-            mm.flush()
-            del mm
-            Pm = np.load(path, mmap_mode="r")
-            with threadpool_limits(threads):
-                cim = cbdt.CaseInfluence().fit(Pm, R)
-            chunk = cim.chunk_size
-            buf = np.empty((chunk, H))
-
-            def stream(Pm=Pm, buf=buf, chunk=chunk):
-                for s0 in range(0, n, chunk):
-                    blk = Pm[s0 : s0 + chunk]
-                    np.copyto(buf[: blk.shape[0]], blk)
-
-            for m in ms:
-                lib_q = Qs[0] if m == 1 else Qs[:m]
-                Yt = np.ascontiguousarray(Qs[:m])
-                gout = np.empty((m, chunk))
-
-                def gemm(Pm=Pm, Yt=Yt, gout=gout, chunk=chunk, m=m):
-                    # the bare product of the same shape over the file, chunk by chunk into
-                    # a reused output (GEMV for one query): a floor where it exceeds the
-                    # streaming pass (the arithmetic of m queries)
-                    for s0 in range(0, n, chunk):
-                        X = Pm[s0 : s0 + chunk]
-                        o = gout[:, : X.shape[0]]
-                        if m == 1:
-                            np.matmul(X, Yt[0], out=o[0])
-                        else:
-                            np.matmul(Yt, X.T, out=o if o.flags.c_contiguous else None)
-
-                cached = page_cache_fraction(path)
-                nr = max(5, rounds // 2)
-                with threadpool_limits(threads):
-                    med, times = interleaved(
-                        [stream, gemm, lambda lib_q=lib_q: cim.top_cases(lib_q, 1, k=k)],
-                        nr, 0.0)
-                floor_s = max(med[0], med[1])
-                rows.append(dict(
-                    measurement=f"n = {n:,} memmap, {m} quer{'y' if m == 1 else 'ies'}: "
-                                f"top_cases (top-{k})",
-                    median_ms=med[2] * 1e3, floor_ms=med[0] * 1e3,
-                    floor="one streaming pass over the file", ratio=med[2] / med[0],
-                    target=1.5, n=n, H=H, m=m, k=k, call="top_cases", storage="memmap",
-                    rounds=nr, round_ratio=statistics.median(
-                        b / a for a, b in zip(times[0], times[2], strict=True)),
-                    gemm_floor_ms=med[1] * 1e3, ratio_max_floor=med[2] / floor_s,
-                    page_cache_before=cached, page_cache_after=page_cache_fraction(path),
-                    load_average=load_average()))
-                print(rows[-1], flush=True)
-            del cim, Pm
+            for dtype in (np.float64, np.float32):
+                rows += _sweep_memmap(Phi, R, Path(tmp), dtype, Qs, ms, k, threads, rounds)
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
+    return rows
+
+
+def _sweep_memmap(Phi: np.ndarray, R: np.ndarray, tmp: Path, dtype: type, Qs: np.ndarray,
+                  ms: list[int], k: int, threads: int, rounds: int) -> list[dict]:
+    """The memmap rows of :func:`sweep` for a file of ``dtype`` holding ``Phi`` (a float32
+    file: ``Phi`` rounded to float32)."""
+    n, H = Phi.shape
+    name = np.dtype(dtype).name
+    storage = "memmap" if dtype == np.float64 else f"memmap {name}"
+    rows: list[dict] = []
+    path = tmp / f"phi_{name}.npy"
+    try:
+        mm = np.lib.format.open_memmap(path, mode="w+", dtype=dtype, shape=(n, H))
+        mm[:] = Phi
+        mm.flush()
+        del mm
+        Pm = np.load(path, mmap_mode="r")
+        with threadpool_limits(threads):
+            cim = cbdt.CaseInfluence().fit(Pm, R)
+        chunk = cim.chunk_size
+        buf = np.empty((chunk, H))
+
+        def stream(Pm=Pm, buf=buf, chunk=chunk):
+            for s0 in range(0, n, chunk):
+                blk = Pm[s0 : s0 + chunk]
+                np.copyto(buf[: blk.shape[0]], blk)
+
+        for m in ms:
+            lib_q = Qs[0] if m == 1 else Qs[:m]
+            Yt = np.ascontiguousarray(Qs[:m], dtype=dtype)
+            gout = np.empty((m, chunk), dtype=dtype)
+
+            def gemm(Pm=Pm, Yt=Yt, gout=gout, chunk=chunk, m=m):
+                # the bare product of the same shape over the file, chunk by chunk into
+                # a reused output (GEMV for one query), in the file's precision: a floor
+                # where it exceeds the streaming pass (the arithmetic of m queries)
+                for s0 in range(0, n, chunk):
+                    X = Pm[s0 : s0 + chunk]
+                    o = gout[:, : X.shape[0]]
+                    if m == 1:
+                        np.matmul(X, Yt[0], out=o[0])
+                    else:
+                        np.matmul(Yt, X.T, out=o if o.flags.c_contiguous else None)
+
+            cached = page_cache_fraction(path)
+            nr = max(5, rounds // 2)
+            with threadpool_limits(threads):
+                med, times = interleaved(
+                    [stream, gemm, lambda lib_q=lib_q, cim=cim: cim.top_cases(lib_q, 1, k=k)],
+                    nr, 0.0)
+            floor_s = max(med[0], med[1])
+            rows.append(dict(
+                measurement=f"n = {n:,} {storage}, {m} quer{'y' if m == 1 else 'ies'}: "
+                            f"top_cases (top-{k})",
+                median_ms=med[2] * 1e3, floor_ms=med[0] * 1e3,
+                floor="one streaming pass over the file", ratio=med[2] / med[0],
+                target=1.5, n=n, H=H, m=m, k=k, call="top_cases", storage=storage,
+                rounds=nr, round_ratio=statistics.median(
+                    b / a for a, b in zip(times[0], times[2], strict=True)),
+                gemm_floor_ms=med[1] * 1e3, ratio_max_floor=med[2] / floor_s,
+                page_cache_before=cached, page_cache_after=page_cache_fraction(path),
+                load_average=load_average()))
+            print(rows[-1], flush=True)
+        del cim, Pm
+    finally:
+        path.unlink(missing_ok=True)
     return rows
 
 

@@ -453,8 +453,10 @@ def _sweep_rows():
                 rows.append({"n": n, "m": m, "call": call, "storage": "in memory",
                              "ratio": r, "target": 1.25, "median_ms": 0.05 * r,
                              "floor_ms": 0.05, "floor": "the floor", "ratio_max_floor": np.nan})
-    for m, r, rmax in ((1, 0.4, 0.4), (16, 1.5, 1.46)):
-        rows.append({"n": 4_000_000, "m": m, "call": "top_cases", "storage": "memmap",
+    for storage, m, r, rmax in (("memmap", 1, 0.4, 0.4), ("memmap", 16, 1.5, 1.46),
+                                ("memmap float32", 1, 0.6, 0.6),
+                                ("memmap float32", 16, 2.5, 1.3)):
+        rows.append({"n": 4_000_000, "m": m, "call": "top_cases", "storage": storage,
                      "ratio": r, "target": 1.5, "median_ms": 100 * r, "floor_ms": 100.0,
                      "floor": "one pass", "ratio_max_floor": rmax})
     return pd.DataFrame(rows)
@@ -463,7 +465,7 @@ def _sweep_rows():
 def test_query_sweep_notes_and_table_follow_the_stored_rows():
     sw = _sweep_rows()
     notes = claims.ch10_nystrom.query_sweep_notes(sw)
-    one, sixteen, why, memmap = notes
+    one, sixteen, why, memmap, memmap32 = notes
     # one query: within 1.25x from n = 100,000 on; at n = 1,000 the fixed cost shows
     assert "`top_cases` is within 1.25x from $n = 100{,}000$ on" in one
     assert "(at $n = 1{,}000$: 175 µs against 50 µs, 3.50x)" in one
@@ -471,7 +473,12 @@ def test_query_sweep_notes_and_table_follow_the_stored_rows():
     # 16 queries: 2.0x at n = 1,000, so again only from 100,000 on
     assert sixteen.startswith("Against its floor (the floor), for 16 queries")
     assert "within 1.25x from $n = 100{,}000$ on" in sixteen
+    assert memmap.startswith("On a float64 memmap of $n = 4{,}000{,}000$ rows")
     assert "0.40x for one query, 1.50x for 16 queries (1.46x the larger" in memmap
+    assert memmap32.startswith("On a float32 memmap of $n = 4{,}000{,}000$ rows")
+    assert "0.60x for one query, 2.50x for 16 queries (1.30x the larger" in memmap32
+    assert memmap32.endswith("(its pass widens the file to float64; the bare product is a "
+                             "float32 one).")
     # every size within the target: said so, with the range
     ok = sw[sw["n"] > 1_000]
     assert "within 1.25x of it at every size from $n = 100{,}000$ to $10{,}000{,}000$ " \
@@ -481,6 +488,7 @@ def test_query_sweep_notes_and_table_follow_the_stored_rows():
                                  "16 queries: top_cases", "16 queries: explain"]
     assert tab.loc[(4_000_000, "memmap"), "16 queries: top_cases"] == 1.5
     assert np.isnan(tab.loc[(4_000_000, "memmap"), "1 query: explain"])
+    assert tab.loc[(4_000_000, "memmap float32"), "16 queries: top_cases"] == 2.5
     with pytest.raises(InputError, match="query_sweep"):
         claims.ch10_nystrom.query_sweep_notes(sw.drop(columns="target"))
     with pytest.raises(InputError, match="query_sweep"):

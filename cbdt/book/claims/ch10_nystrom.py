@@ -667,7 +667,7 @@ def query_sweep_notes(sweep: pd.DataFrame) -> list[str]:
     """Sentences on the query sweep of ``benchmarks/bench_influence.py``, generated from its
     stored rows: per number of queries and call, the sizes from which every in-memory
     ratio to the floor is within the row's target, the ratio where a smaller size is not,
-    and the memmap's ratios to one streaming pass over its file."""
+    and the memmaps' ratios (float64, float32) to one streaming pass over the file."""
     need = {"n", "m", "call", "storage", "ratio", "target", "median_ms", "floor_ms", "floor"}
     if not need <= set(sweep.columns):
         raise InputError(f"query_sweep_notes needs the columns {sorted(need)} of "
@@ -704,15 +704,21 @@ def query_sweep_notes(sweep: pd.DataFrame) -> list[str]:
         out.append("At the small sizes the fixed cost of a call outweighs a product that "
                    "small: the checks of the input, the exact refinement of the candidates "
                    "and the result, for `explain` two pandas tables.")
-    mm = sweep[sweep["storage"] == "memmap"].sort_values("m")
-    if len(mm):
-        parts = [f"{r.ratio:.2f}x for {'one query' if r.m == 1 else f'{r.m} queries'}"
-                 + ("" if pd.isna(getattr(r, "ratio_max_floor", np.nan))
-                    or r.ratio_max_floor == r.ratio else
-                    f" ({r.ratio_max_floor:.2f}x the larger of the pass and the bare product)")
-                 for r in mm.itertuples()]
-        out.append(f"On a float64 memmap of $n = {_int(mm['n'].iloc[0])}$ rows, `top_cases` "
-                   f"takes {', '.join(parts)} of one streaming pass over the file.")
+    for storage, dtype, how in (
+            ("memmap", "float64", ""),
+            ("memmap float32", "float32", " (its pass widens the file to float64; the bare "
+                                          "product is a float32 one)")):
+        mm = sweep[sweep["storage"] == storage].sort_values("m")
+        if len(mm):
+            parts = [f"{r.ratio:.2f}x for {'one query' if r.m == 1 else f'{r.m} queries'}"
+                     + ("" if pd.isna(getattr(r, "ratio_max_floor", np.nan))
+                        or r.ratio_max_floor == r.ratio else
+                        f" ({r.ratio_max_floor:.2f}x the larger of the pass and the bare "
+                        "product)")
+                     for r in mm.itertuples()]
+            out.append(f"On a {dtype} memmap of $n = {_int(mm['n'].iloc[0])}$ rows, "
+                       f"`top_cases` takes {', '.join(parts)} of one streaming pass over the "
+                       f"file{how}.")
     return out
 
 
