@@ -436,6 +436,17 @@ def block_max_row_norms(X: Any, rows: int, slab: int = 1 << 16) -> np.ndarray:
     return out
 
 
+def product_into(out: np.ndarray, Yt: np.ndarray, X: np.ndarray) -> np.ndarray:
+    """``out`` (m, w) = ``Yt @ X.T`` for queries ``Yt`` (m, h) and case rows ``X`` (w, h):
+    a matrix-vector product (GEMV) for one query, faster than a one-row GEMM, else one
+    GEMM. Returns ``out``."""
+    if Yt.shape[0] == 1:
+        np.matmul(X, Yt[0], out=out[0])
+    else:
+        np.matmul(Yt, X.T, out=out)
+    return out
+
+
 def widen_rows(h: int) -> int:
     """Rows of a float32 memmap block that the direct path widens to float64 at once (about
     2 MB, so the product reads them from cache)."""
@@ -470,35 +481,49 @@ class Widener:
     widened in pieces and 0.33 s screened in float32; one query 0.22 s, 0.16-0.18 s and
     0.09 s. For a float64 memmap (no widening) pieces were slower (0.35-0.44 s against
     0.32-0.34 s), so the direct path reads float64 blocks whole. A context manager: the
-    thread pool and the pin end with it."""
+    thread pool and the pin, started by the first block it reads (none where every block is
+    float64), end with it."""
 
     def __init__(self, Yt: np.ndarray, key: str | None = None,
                  bias: np.ndarray | None = None) -> None:
-        self.Yt, self.key, self.bias = Yt, key, bias
-        self.rows = widen_rows(Yt.shape[1])
-        self.local = threading.local()
-        self.threads = 1
-        self.stack = ExitStack()
-        # the float32 screen's queries: each row scaled by 2^e_q into [1/2, 1), rounded
-        top = np.abs(Yt).max(axis=1) if Yt.size else np.zeros(Yt.shape[0])
-        exps = np.array([_unit_exponent(float(t)) for t in top], dtype=np.int64)
-        self.f32 = (key is not None and _SCREEN_F32 and bool(np.all(np.isfinite(top)))
-                    and bool(np.all(np.abs(exps) <= _SCREEN32_Y)))
-        if self.f32:
-            self.Y32 = np.ldexp(Yt, exps[:, None]).astype(np.float32)
-            self.unscale = np.ldexp(1.0, -exps)  # 2^-e_q, exact
+        self.Yt, self.key, self.bias = np.ascontiguousarray(Yt), key, bias
+        self.threads = 0  # not started: the pool and the pin come with the first block
+        self.stack: ExitStack | None = None
+        self.f32: bool | None = None  # whether the float32 screen can hold the queries
 
     def __enter__(self) -> Widener:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.stack is not None:
+            self.stack.close()
+
+    def _start(self) -> None:
+        """Buffers, the thread pool and BLAS pinned to one thread, for the first block."""
         from ._threads import blas_threads, single_threaded_blas
 
+        self.rows = widen_rows(self.Yt.shape[1])
+        self.local = threading.local()
+        self.stack = ExitStack()
         self.threads = blas_threads()
         if self.threads > 1:
             self.stack.enter_context(single_threaded_blas())
             self.pool = self.stack.enter_context(ThreadPoolExecutor(self.threads))
-        return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.stack.close()
+    def _queries32(self) -> bool:
+        """The float32 screen's queries, prepared at the first block: each row scaled by
+        ``2^e_q`` into [1/2, 1) and rounded; False where they leave ``2^+-100``."""
+        if self.f32 is None:
+            Yt = self.Yt
+            top = np.abs(Yt).max(axis=1) if Yt.size else np.zeros(Yt.shape[0])
+            exps = np.array([_unit_exponent(float(t)) for t in top], dtype=np.int64)
+            self.f32 = (self.key is not None and _SCREEN_F32
+                        and bool(np.all(np.isfinite(top)))
+                        and bool(np.all(np.abs(exps) <= _SCREEN32_Y)))
+            if self.f32:
+                self.Y32 = np.ldexp(Yt, exps[:, None]).astype(np.float32)
+                self.unscale = np.ldexp(1.0, -exps)  # 2^-e_q, exact
+        return self.f32
 
     def _part(self, B: np.ndarray, X: np.ndarray, Rc: np.ndarray | None,
               acts: np.ndarray | None, f32: bool, j0: int, j1: int) -> None:
@@ -516,18 +541,12 @@ class Widener:
             Bj = B[:, j:e]
             if f32:  # float32 rows as they are, by the scaled float32 queries
                 Bs = buf[:, : e - j]
-                if m == 1:
-                    np.matmul(X[j:e], self.Y32[0], out=Bs[0])
-                else:
-                    np.matmul(self.Y32, X[j:e].T, out=Bs)
+                product_into(Bs, self.Y32, X[j:e])
                 np.multiply(Bs, self.unscale[:, None], out=Bj)  # exact: powers of two
             else:
                 Xw = buf[: e - j]
                 np.copyto(Xw, X[j:e])
-                if m == 1:
-                    np.matmul(Xw, self.Yt[0], out=Bj[0])
-                else:
-                    np.matmul(self.Yt, Xw.T, out=Bj)
+                product_into(Bj, self.Yt, Xw)
             if acts is not None:
                 _weigh(Bj, None if Rc is None else Rc[:, j:e], acts, self.key, self.bias)
 
@@ -535,8 +554,9 @@ class Widener:
         """Whether :meth:`keys` screens the block ``X`` in float32: float32 rows whose
         norms are within ``2^+-60`` (``xmax``: a bound on them; a block of zero rows too)
         and queries within ``2^+-100``."""
-        return (self.f32 and X.dtype == np.float32
-                and (xmax == 0.0 or 1.0 / _SCREEN32_X <= xmax <= _SCREEN32_X))
+        return (X.dtype == np.float32
+                and (xmax == 0.0 or 1.0 / _SCREEN32_X <= xmax <= _SCREEN32_X)
+                and self._queries32())
 
     def products(self, B: np.ndarray, X: np.ndarray) -> None:
         """``B`` (m, w) = ``Yt @ X.T`` for the block ``X`` (w, h), in place, in float64."""
@@ -553,6 +573,8 @@ class Widener:
 
     def _run(self, B: np.ndarray, X: np.ndarray, Rc: np.ndarray | None,
              acts: np.ndarray | None, f32: bool) -> None:
+        if not self.threads:
+            self._start()
         w = X.shape[0]
         pieces = -(-w // self.rows)
         if self.threads == 1 or pieces < 2:
@@ -595,8 +617,7 @@ def rank_direct(
     step = max(_DIRECT_MIN_ROWS, _DIRECT_ENTRIES // max(m, 1))
     parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
     flat: np.ndarray | None = None  # one product buffer for every block: no fresh pages
-    with ExitStack() as stack:
-        widen: Widener | None = None
+    with Widener(Yt, key, bias) as widen:  # used (and started) by a float32 memmap only
         for s0, X in chunks:
             for a in range(0, X.shape[0], step):
                 Xc = X[a : a + step]
@@ -612,13 +633,9 @@ def rank_direct(
                 xmax = norms.over(g, g + w)
                 screen32 = None
                 if keyed:  # a float32 memmap: keyed piece by piece (a float32 screen)
-                    if widen is None:
-                        widen = stack.enter_context(Widener(Yt, key, bias))
                     screen32 = widen.keys(B, Xc, Rc, acts, xmax)
-                elif m == 1:
-                    np.matmul(Xc, Yt[0], out=B[0])
                 else:
-                    np.matmul(Yt, Xc.T, out=B)
+                    product_into(B, Yt, Xc)
                 idx, keys, vals = rank_block(B, Yt, Xc, Rc, acts, min(k, w), key, xmax, rq,
                                              rmax, bias, keyed, screen32)
                 parts.append((keys, idx + g, vals))

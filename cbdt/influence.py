@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterator
-from contextlib import ExitStack
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
@@ -42,6 +41,7 @@ from ._ranking import (
     RowNormBounds,
     Widener,
     block_max_row_norms,
+    product_into,
     rank_dask,
     rank_direct,
     scan_top_k,
@@ -1203,18 +1203,13 @@ class CaseInfluence(CaseQueryMixin, CaseEstimator):
         if self._kind == "dask":
             out[:] = (self._Phi @ Y).compute().T
         else:
-            with ExitStack() as stack:
-                widen: Widener | None = None
+            with Widener(Y.T) as widen:  # used (and started) by a float32 memmap only
                 for s, X in self._chunks(widen=False):
                     o = out[:, s : s + X.shape[0]]
                     if X.dtype != np.float64:  # a float32 memmap: widened in cached pieces
-                        if widen is None:
-                            widen = stack.enter_context(Widener(np.ascontiguousarray(Y.T)))
                         widen.products(o, X)
-                    elif Q.shape[0] == 1:  # a matrix-vector product (GEMV)
-                        np.matmul(X, Y[:, 0], out=o[0])
                     else:
-                        np.matmul(Y.T, X.T, out=o)
+                        product_into(o, Y.T, X)
         if bias is not None:
             out += bias[:, None]
         return out
