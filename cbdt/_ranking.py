@@ -254,23 +254,46 @@ def bound32(h: int, ynorm: Any, xmax: float, unscale: Any, rq: Any) -> Any:
     return (coef * ynorm * xmax + tiny * unscale) * rq
 
 
-def _near_top_k(K: np.ndarray, k: int, M: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def bound_keys32(h: int, ynorm: Any, xmax: float, babs: Any, rq: Any, scale: Any) -> Any:
+    """Bound on ``|K - 2^e key|`` for the float32 keys of :meth:`Widener.keys32`, in their
+    units (each query's keys scaled by ``scale = 2^e``), per query.
+
+    ``K = fl(fl(P + b') r')`` (then ``|.|`` or ``-``, exact) with ``P`` the float32 product
+    of the scaled query and the float32 row (error ``d1``: :func:`bound32` in scaled units),
+    ``b' = fl32(2^e b)`` and ``r' = fl32(r)``; ``T = 2^e (y . x + b)``, ``|T| <= mag =
+    2^e (|y| |x| + |b|)``. With ``u = 2^-24``: ``|fl(P + b') - T| <= d1 (1 + u) + 2 u mag``
+    (+ ``2^-149`` where it is subnormal), and ``|fl(S r') - T r| <= |S - T| |r'| + |T| |r' -
+    r| + u |S r'|`` (+ ``2^-150`` each for subnormal ``r'`` and result), so ``|r| (1.05 d1
+    + 6 u mag + 2^-146) + 2^-148 (1 + d1 + mag)`` bounds it (``rq >= |r|``: max |r| of the
+    query's action, 1 for keys of alpha) while ``|T| |r| < 2^120`` (the caller's ranges).
+    The difference between the exact key and :func:`_psi`'s is :func:`_bound64`'s, which
+    the caller adds times ``2^e``.
+    """
+    d1 = (h + 8) * _EPS32 * 1.1 * ynorm * scale * xmax + (h + 8) * 2.0**-149 * 1.1 * (1.0 + xmax)
+    mag = scale * (ynorm * xmax + babs)
+    return rq * (1.05 * d1 + 6.0 * 2.0**-24 * mag + 2.0**-146) + 2.0**-148 * (1.0 + d1 + mag)
+
+
+def _near_top_k(K: np.ndarray, k: int, M: np.ndarray,
+                maxima: tuple[int, np.ndarray] | None = None) -> tuple[np.ndarray, np.ndarray]:
     """(rows, cols) of the entries of ``K`` (m, n) at or above ``kth - 2 M`` (``kth``: the
     row's k-th largest entry, ``M``: (m,)), rows ascending; at least k per row.
 
     As in :func:`top_k_indices`, each row is cut into blocks of about ``sqrt(n / k)``
     entries: the k blocks with the largest maxima hold the k largest entries, so ``kth``
     comes from them, and only blocks whose maximum reaches the threshold are read again.
+    ``maxima``: ``(b, bmax)``, the blocks' maxima already taken (by :class:`Widener`, while
+    the keys were in cache), blocks of ``b`` entries.
     """
     m, n = K.shape
-    b = int(np.sqrt(n / k))
+    b = int(np.sqrt(n / k)) if maxima is None else maxima[0]
     if b < 8 or 2 * k * b > n:  # short rows: a partition
         kth = np.partition(K, n - k, axis=1)[:, n - k]
         thr = kth - 2.0 * M - _EPS64 * np.abs(kth)  # the last term covers the rounding
         return np.nonzero(K >= thr[:, None])
     starts = np.arange(0, n, b)
     nb = starts.size
-    bmax = np.maximum.reduceat(K, starts, axis=1)  # (m, nb)
+    bmax = np.maximum.reduceat(K, starts, axis=1) if maxima is None else maxima[1]  # (m, nb)
     top = np.argpartition(bmax, nb - k, axis=1)[:, -k:]
     cols = (top[:, :, None] * b + np.arange(b)).reshape(m, k * b)
     cand = np.where(cols < n, np.take_along_axis(K, np.minimum(cols, n - 1), axis=1), -np.inf)
@@ -286,7 +309,8 @@ def _near_top_k(K: np.ndarray, k: int, M: np.ndarray) -> tuple[np.ndarray, np.nd
 
 
 def _refine_top_k(
-    K: np.ndarray, M: np.ndarray, k: int, exact: Any
+    K: np.ndarray, M: np.ndarray, k: int, exact: Any,
+    maxima: tuple[int, np.ndarray] | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Exact top-k of every row from approximate keys ``K`` (m, n), ``|K - key| <= M`` (m,).
 
@@ -304,7 +328,7 @@ def _refine_top_k(
         keys, vals = exact(np.zeros(cols.size, dtype=np.intp), cols)
         take = np.lexsort((cols, -keys))[:k]
         return cols[take][None, :], keys[take][None, :], vals[take][None, :]
-    rows, cols = _near_top_k(K, k, M)
+    rows, cols = _near_top_k(K, k, M, maxima)
     keys, vals = exact(rows, cols)
     o = np.lexsort((cols, -keys, rows))  # by row, key descending, case index ascending
     counts = np.bincount(rows, minlength=m)  # >= k per row
@@ -343,6 +367,8 @@ def rank_block(
     bias: np.ndarray | None = None,
     keyed: bool = False,
     screen32: np.ndarray | None = None,
+    maxima: tuple[int, np.ndarray] | None = None,
+    scale32: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Top-k of a block ``B = Yt @ X.T`` (m, n) formed by one GEMM (or GEMV), exact.
 
@@ -354,7 +380,10 @@ def rank_block(
     (:func:`_bound64`; ``xmax``: a bound on the norm of every row of ``X``, ``rq``: max |r|
     of each action, ``rmax``: over all) of each query's k-th key get the keys and values of
     :func:`_psi`, as in the fused scan, so a query ranks the same alone, in a small block or
-    in a large batch. Returns ``(indices, keys, values)``.
+    in a large batch. ``maxima``: the maxima of blocks of ``B`` already taken
+    (:func:`_near_top_k`); ``scale32``: ``B`` holds float32 keys, each query's scaled by
+    ``2^e_q`` (:meth:`Widener.keys32`), bounded by :func:`bound_keys32`. Returns
+    ``(indices, keys, values)``.
     """
     K = B if keyed else _weigh(B, Rt, acts, key, bias)
     m, h = Yt.shape
@@ -369,6 +398,9 @@ def rank_block(
         M = np.array([_bound64(h, yn, xmax, b1, rq1, yn, rmax)])
         if screen32 is not None:
             M += bound32(h, yn, xmax, float(screen32[0]), rq1)
+        if scale32 is not None:
+            s1 = float(scale32[0])
+            M = M * s1 + bound_keys32(h, yn, xmax, b1, rq1, s1)
     else:
         ymax = float(np.abs(Yt).max()) if Yt.size else 0.0
         babs = 0.0 if bias is None else np.abs(bias)
@@ -377,6 +409,8 @@ def rank_block(
         M = _bound64(h, yns, xmax, babs, rqs, ymax, rmax)
         if screen32 is not None:
             M = M + bound32(h, yns, xmax, screen32, rqs)
+        if scale32 is not None:
+            M = M * scale32 + bound_keys32(h, yns, xmax, babs, rqs, scale32)
 
     def exact(rows: np.ndarray, cols: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         r = None if Rt is None else Rt[acts[rows], cols]
@@ -386,8 +420,20 @@ def rank_block(
         a = _psi(Yt[rows], Xr, None if bias is None else bias[rows], r)
         return _keyed(a, key), a
 
-    idx, keys, vals = _refine_top_k(K, M, k, exact)
+    idx, keys, vals = _refine_top_k(K, M, k, exact, maxima)
     return idx, keys, vals
+
+
+def _block_width(w: int, k: int, rows: int) -> int:
+    """Entries per block of :func:`_near_top_k` (about ``sqrt(w / k)``, a power of two that
+    divides ``rows``), 0 where the rows are too short for blocks."""
+    b = int(np.sqrt(w / k))
+    if b < 8 or 2 * k * b > w:
+        return 0
+    b = 1 << (b.bit_length() - 1)
+    while rows % b:
+        b >>= 1
+    return b if b >= 8 else 0
 
 
 #: entries (queries x cases) of one block of the direct path (:func:`rank_direct`): 8 MB
@@ -448,9 +494,11 @@ def product_into(out: np.ndarray, Yt: np.ndarray, X: np.ndarray) -> np.ndarray:
 
 
 def widen_rows(h: int) -> int:
-    """Rows of a float32 memmap block that the direct path widens to float64 at once (about
-    2 MB, so the product reads them from cache)."""
-    return max(64, (1 << 21) // (8 * max(h, 1)))
+    """Rows of a float32 memmap block that the direct path widens to float64 (or keys in
+    float32) at once: about 2 MB, so the product reads them from cache; a multiple of 64,
+    so the ranking's blocks of up to 64 keys (:func:`_block_width`) do not straddle two
+    pieces."""
+    return max(64, (1 << 21) // (8 * max(h, 1)) // 64 * 64)
 
 
 #: The float32 screen of the direct path takes a block of a float32 memmap when its rows'
@@ -458,6 +506,10 @@ def widen_rows(h: int) -> int:
 #: size far from float32's underflow) and every query's largest entry is within 2^+-100.
 _SCREEN32_X = 2.0**60
 _SCREEN32_Y = 100
+#: The float32 keys (:meth:`Widener.keys32`) take returns up to this size (with rows within
+#: 2^60 and scaled constant terms within :data:`_BIAS_MAX`, every key stays below 2^120).
+_R32_MAX = 2.0**40
+_KEYS_F32 = True  # keep the direct path's keys of a float32 memmap in float32 where they fit
 
 
 class Widener:
@@ -467,22 +519,30 @@ class Widener:
     :mod:`cbdt._threads`).
 
     Products (:meth:`products`, the coefficients): each piece widened into a float64
-    buffer and multiplied in float64. Keys (:meth:`keys`, the ranking's screen): where
-    :meth:`screens` allows, the float32 rows are multiplied as they are, by the queries
-    scaled by powers of two ``2^e_q`` (their largest entry in [1/2, 1)) and rounded to
-    float32 (``sgemm``), the products scaled back exactly into float64 and keyed
-    (:func:`_weigh`); the screen's error is bounded by :func:`bound32` and every value the
-    ranking returns still comes from :func:`_psi` in float64. Elsewhere each piece is
-    widened and multiplied in float64 as for the products.
+    buffer and multiplied in float64. Keys of the ranking's screen, where :meth:`screens`
+    allows: the float32 rows are multiplied as they are, by the queries scaled by powers of
+    two ``2^e_q`` (their largest entry in [1/2, 1)) and rounded to float32 (``sgemm``, the
+    rows as its left operand: (rows, m) products, twice as fast as ``Y X^T`` for a few
+    queries). :meth:`keys32` keeps the keys in float32, in those scaled units (the constant
+    term and the returns rounded to float32, their error bounded by :func:`bound_keys32`),
+    and takes the maxima of the ranking's blocks while the keys are in cache; where the
+    constant term or the returns leave float32's safe range, :meth:`keys` scales the
+    products back exactly into float64 and keys them there (:func:`_weigh`, the screen's
+    error bounded by :func:`bound32`). Elsewhere each piece is widened and multiplied in
+    float64 as for the products. Every value the ranking returns still comes from
+    :func:`_psi` in float64.
 
     Widening a whole block first writes it to memory and reads it back for the product: a
     serial pass. Measured on the benchmark machine (n = 4e6, H = 64, top-10 cases, two
     threads): 16 queries took 0.43-0.47 s with whole blocks widened first, 0.34-0.41 s
-    widened in pieces and 0.33 s screened in float32; one query 0.22 s, 0.16-0.18 s and
-    0.09 s. For a float64 memmap (no widening) pieces were slower (0.35-0.44 s against
-    0.32-0.34 s), so the direct path reads float64 blocks whole. A context manager: the
-    thread pool and the pin, started by the first block it reads (none where every block is
-    float64), end with it."""
+    widened in pieces and 0.33 s screened in float32 with float64 keys; one query 0.22 s,
+    0.16-0.18 s and 0.09 s. Float32 keys against float64 keys after the float32 product,
+    medians of 7 interleaved: 0.25 s against 0.38 s for 16 queries, 0.090 s against 0.098 s
+    for one (keys 0.20 s of the 0.25 s, the serial ranking of the blocks 0.04 s). For a
+    float64 memmap
+    (no widening) pieces were slower (0.35-0.44 s against 0.32-0.34 s), so the direct path
+    reads float64 blocks whole. A context manager: the thread pool and the pin, started by
+    the first block it reads (none where every block is float64), end with it."""
 
     def __init__(self, Yt: np.ndarray, key: str | None = None,
                  bias: np.ndarray | None = None) -> None:
@@ -490,6 +550,8 @@ class Widener:
         self.threads = 0  # not started: the pool and the pin come with the first block
         self.stack: ExitStack | None = None
         self.f32: bool | None = None  # whether the float32 screen can hold the queries
+        self.k32: bool | None = None  # whether the keys can stay in float32
+        self.kbuf: np.ndarray | None = None
 
     def __enter__(self) -> Widener:
         return self
@@ -523,23 +585,64 @@ class Widener:
             if self.f32:
                 self.Y32 = np.ldexp(Yt, exps[:, None]).astype(np.float32)
                 self.unscale = np.ldexp(1.0, -exps)  # 2^-e_q, exact
+                self.scale = np.ldexp(1.0, exps)
         return self.f32
 
+    def _keys32_ok(self, acts: np.ndarray, rq: np.ndarray | None) -> bool:
+        """Whether the keys can stay in float32 (prepared once): the scaled constant terms
+        within :data:`_BIAS_MAX` and the returns of the queries' actions at most
+        :data:`_R32_MAX` (so ``|T| |r| < 2^120``, :func:`bound_keys32`)."""
+        if self.k32 is None:
+            ok = _KEYS_F32 and self._queries32()
+            if ok and self.bias is not None:
+                sb = np.abs(self.bias) * self.scale
+                ok = bool(np.all(sb <= _BIAS_MAX))
+                if ok:
+                    self.b32 = (self.bias * self.scale).astype(np.float32)
+            if ok and rq is not None:
+                ok = bool(np.all(rq[acts] <= _R32_MAX))
+            self.one_act = acts.size <= 1 or bool(np.all(acts == acts[0]))
+            self.k32 = ok
+        return self.k32
+
     def _part(self, B: np.ndarray, X: np.ndarray, Rc: np.ndarray | None,
-              acts: np.ndarray | None, f32: bool, j0: int, j1: int) -> None:
-        m = B.shape[0]
-        if f32:
+              acts: np.ndarray | None, mode: str, j0: int, j1: int,
+              maxima: tuple[int, np.ndarray] | None = None) -> None:
+        m = self.Yt.shape[0]
+        if mode == "f32":
             buf = getattr(self.local, "b32", None)
             if buf is None or buf.shape[0] != m:
                 buf = self.local.b32 = np.empty((m, self.rows), dtype=np.float32)
-        else:
+        elif mode == "wide":
             buf = getattr(self.local, "buf", None)
             if buf is None or buf.shape[1] != X.shape[1]:
                 buf = self.local.buf = np.empty((self.rows, X.shape[1]))
         for j in range(j0, j1, self.rows):
             e = min(j1, j + self.rows)
+            if mode == "k32":  # B: (w, m) float32, keys in each query's scaled units
+                V = B[j:e]
+                if m == 1:
+                    np.matmul(X[j:e], self.Y32[0], out=V[:, 0])
+                else:
+                    np.matmul(X[j:e], self.Y32.T, out=V)
+                if self.bias is not None:
+                    V += self.b32
+                if Rc is not None:
+                    if self.one_act:
+                        V *= Rc[acts[0], j:e].astype(np.float32)[:, None]
+                    else:
+                        V *= Rc[acts, j:e].T.astype(np.float32)
+                if self.key == "abs":
+                    np.abs(V, out=V)
+                elif self.key == "negative":
+                    np.negative(V, out=V)
+                if maxima is not None:  # the blocks' maxima while the keys are in cache
+                    b, bt = maxima
+                    np.maximum.reduceat(V, np.arange(0, e - j, b), axis=0,
+                                        out=bt[j // b : -(-e // b)])
+                continue
             Bj = B[:, j:e]
-            if f32:  # float32 rows as they are, by the scaled float32 queries
+            if mode == "f32":  # float32 rows as they are, by the scaled float32 queries
                 Bs = buf[:, : e - j]
                 product_into(Bs, self.Y32, X[j:e])
                 np.multiply(Bs, self.unscale[:, None], out=Bj)  # exact: powers of two
@@ -560,29 +663,51 @@ class Widener:
 
     def products(self, B: np.ndarray, X: np.ndarray) -> None:
         """``B`` (m, w) = ``Yt @ X.T`` for the block ``X`` (w, h), in place, in float64."""
-        self._run(B, X, None, None, False)
+        self._run(B, X, None, None, "wide")
 
     def keys(self, B: np.ndarray, X: np.ndarray, Rc: np.ndarray | None,
              acts: np.ndarray, xmax: float) -> np.ndarray | None:
-        """``B`` (m, w) = the keys of the block ``X`` (w, h), in place. Returns the scale
-        ``2^-e_q`` (m,) of each query's float32 screen (for :func:`bound32`), or None where
-        the block was multiplied in float64."""
+        """``B`` (m, w) = the keys of the block ``X`` (w, h), in place, in float64. Returns
+        the scale ``2^-e_q`` (m,) of each query's float32 screen (for :func:`bound32`), or
+        None where the block was multiplied in float64."""
         f32 = self.screens(X, xmax)
-        self._run(B, X, Rc, acts, f32)
+        self._run(B, X, Rc, acts, "f32" if f32 else "wide")
         return self.unscale if f32 else None
 
+    def keys32(self, X: np.ndarray, Rc: np.ndarray | None, acts: np.ndarray, xmax: float,
+               rq: np.ndarray | None, k: int
+               ) -> tuple[np.ndarray, np.ndarray, tuple[int, np.ndarray] | None] | None:
+        """The keys of the block ``X`` (w, h) in float32, each query's scaled by ``2^e_q``:
+        ``(K (m, w), the scales 2^e_q (m,), the maxima of the ranking's blocks (b, (m, nb))
+        or None)``, in a buffer reused by the next block; None where they cannot stay in
+        float32 (then :meth:`keys`). ``rq``: max |r| of each action (None for keys of
+        alpha)."""
+        if not (self.screens(X, xmax) and self._keys32_ok(acts, rq)):
+            return None
+        if not self.threads:
+            self._start()
+        m, w = self.Yt.shape[0], X.shape[0]
+        if self.kbuf is None or self.kbuf.size < m * w:
+            self.kbuf = np.empty(m * w, dtype=np.float32)
+        Kt = self.kbuf[: m * w].reshape(w, m)
+        b = _block_width(w, min(k, w), self.rows) if m > 1 else 0
+        maxima = (b, np.empty((-(-w // b), m), dtype=np.float32)) if b else None
+        self._run(Kt, X, Rc, acts, "k32", maxima)
+        return Kt.T, self.scale, None if maxima is None else (b, maxima[1].T)
+
     def _run(self, B: np.ndarray, X: np.ndarray, Rc: np.ndarray | None,
-             acts: np.ndarray | None, f32: bool) -> None:
+             acts: np.ndarray | None, mode: str,
+             maxima: tuple[int, np.ndarray] | None = None) -> None:
         if not self.threads:
             self._start()
         w = X.shape[0]
         pieces = -(-w // self.rows)
         if self.threads == 1 or pieces < 2:
-            self._part(B, X, Rc, acts, f32, 0, w)
+            self._part(B, X, Rc, acts, mode, 0, w, maxima)
             return
         per = -(-pieces // self.threads) * self.rows  # whole pieces per thread
         cuts = [(j, min(w, j + per)) for j in range(0, w, per)]
-        list(self.pool.map(lambda c: self._part(B, X, Rc, acts, f32, *c), cuts))
+        list(self.pool.map(lambda c: self._part(B, X, Rc, acts, mode, *c, maxima), cuts))
 
 
 def rank_direct(
@@ -616,28 +741,31 @@ def rank_direct(
     acts = np.asarray(acts)
     step = max(_DIRECT_MIN_ROWS, _DIRECT_ENTRIES // max(m, 1))
     parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
-    flat: np.ndarray | None = None  # one product buffer for every block: no fresh pages
+    flat = np.empty(0)  # one float64 product buffer for every block: no fresh pages
     with Widener(Yt, key, bias) as widen:  # used (and started) by a float32 memmap only
         for s0, X in chunks:
             for a in range(0, X.shape[0], step):
                 Xc = X[a : a + step]
                 w = Xc.shape[0]
                 g = s0 + a
-                if flat is None:
-                    flat = np.empty(m * min(step, X.shape[0]))
-                if flat.size < m * w:  # pragma: no cover - chunks are at most step rows
-                    flat = np.empty(m * w)
-                B = flat[: m * w].reshape(m, w)
                 Rc = None if Rt is None else Rt[:, g : g + w]
                 keyed = Xc.dtype != np.float64
                 xmax = norms.over(g, g + w)
-                screen32 = None
-                if keyed:  # a float32 memmap: keyed piece by piece (a float32 screen)
-                    screen32 = widen.keys(B, Xc, Rc, acts, xmax)
+                screen32 = maxima = scale32 = None
+                got = widen.keys32(Xc, Rc, acts, xmax, None if Rt is None else rq,
+                                   k) if keyed else None
+                if got is not None:  # a float32 memmap: float32 keys, piece by piece
+                    B, scale32, maxima = got
                 else:
-                    product_into(B, Yt, Xc)
+                    if flat.size < m * w:
+                        flat = np.empty(m * min(step, X.shape[0]))
+                    B = flat[: m * w].reshape(m, w)
+                    if keyed:  # the keys in float64 (a float32 screen where it holds)
+                        screen32 = widen.keys(B, Xc, Rc, acts, xmax)
+                    else:
+                        product_into(B, Yt, Xc)
                 idx, keys, vals = rank_block(B, Yt, Xc, Rc, acts, min(k, w), key, xmax, rq,
-                                             rmax, bias, keyed, screen32)
+                                             rmax, bias, keyed, screen32, maxima, scale32)
                 parts.append((keys, idx + g, vals))
     if len(parts) == 1:
         return parts[0]

@@ -15,6 +15,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from _tolerance import assert_rounding_equal
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from cbdt import CaseInfluence, _ranking
 from cbdt._ranking import RowNormBounds, block_max_row_norms, scan_top_k
@@ -434,3 +436,178 @@ def test_ridge_metric_decomposed_once_per_fit(monkeypatch) -> None:
     P[:5, :5] = 0.7 * M
     V = np.linalg.solve(X.T @ X + P, X.T @ R)
     np.testing.assert_allclose(ci.readout_, V[:5], rtol=1e-9, atol=1e-12)
+
+
+# --- the float32 keys of a float32 memmap (Widener.keys32, bound_keys32) -----------------
+def _tied_rows(rng: np.random.Generator, n: int, H: int, rows_exp: int) -> np.ndarray:
+    """Float32 case rows, each a permutation of one vector of widely spread magnitudes: with
+    a query of equal entries their coefficients tie in exact arithmetic."""
+    v = (rng.normal(size=H) * np.exp(2 * rng.normal(size=H))).astype(np.float32)
+    return np.ldexp(np.stack([rng.permutation(v) for _ in range(n)]), rows_exp).astype(np.float32)
+
+
+def _direct(X: np.ndarray, Yt: np.ndarray, bias, Rt, acts, k: int, key: str):
+    """rank_direct over ``X`` in blocks of 700 cases, with its row-norm bounds."""
+    rows = 250
+    norms = RowNormBounds(rows, block_max_row_norms(X, rows))
+    rq = None if Rt is None else np.abs(Rt).max(axis=1)
+    rmax = 1.0 if Rt is None else float(np.abs(Rt).max())
+    chunks = [(s, X[s : s + 700]) for s in range(0, X.shape[0], 700)]
+    return _ranking.rank_direct(chunks, Yt.T.copy(), bias, Rt, acts, k, key, norms, rq, rmax)
+
+
+@pytest.mark.parametrize("ret_exp, bias_exp, ret_ok, bias_ok", [
+    (0, None, True, True), (-140, None, True, True), (-60, 0, True, True),
+    (37, 0, True, True), (39, 0, False, True), (0, 60, True, True), (0, 70, True, False),
+    (20, -30, True, True)])
+@pytest.mark.parametrize("m", [1, 16])
+def test_float32_keys_are_exact_at_ties_with_constant_terms_and_extreme_returns(
+        monkeypatch, ret_exp: int, bias_exp: int | None, ret_ok: bool, bias_ok: bool,
+        m: int) -> None:
+    """The direct path keeps a float32 memmap's keys in float32 (the constant term and the
+    returns rounded to float32, :func:`cbdt._ranking.bound_keys32`) where the returns are at
+    most 2^40 and the scaled constant terms at most 2^64, and keys in float64 elsewhere.
+    Adversarial data: tied coefficients (permuted rows, a query of equal entries and its
+    neighbours), returns of 2^ret_exp (2^-140: subnormal in float32) with ties of |r|, and
+    constant terms of 2^bias_exp, on both sides of both limits (the largest |r| is 4
+    2^ret_exp); pieces of 64 rows on three threads (the blocks' maxima taken per piece). Every key and weight: the indices, keys and
+    values are bit for bit those of the same rows in float64 (another path: one GEMM or GEMV
+    and float64 keys), and the indices those of a stable sort of the exact keys
+    (:func:`cbdt._ranking._psi`)."""
+    from cbdt import _threads
+    from cbdt._ranking import _psi
+
+    monkeypatch.setattr(_threads, "blas_threads", lambda: 3)
+    monkeypatch.setattr(_ranking, "widen_rows", lambda h: 64)
+    used = []
+    keys32 = _ranking.Widener.keys32
+
+    def spy(self, *a, **kw):
+        got = keys32(self, *a, **kw)
+        used.append(got is not None)
+        return got
+
+    monkeypatch.setattr(_ranking.Widener, "keys32", spy)
+    rng = np.random.default_rng(abs(ret_exp) + 7 * abs(bias_exp or 1) + m)
+    n, H = 2_100, 12
+    X32 = _tied_rows(rng, n, H, 0)
+    X64 = X32.astype(np.float64)
+    Yt = np.vstack([np.ones(H), 1.0 + rng.integers(-2, 3, size=(15, H)) / 64])[:m]
+    bias = None if bias_exp is None else np.ldexp(1.0 + rng.integers(0, 4, size=m), bias_exp)
+    r = np.ldexp(rng.integers(1, 5, size=(2, n)) * rng.choice([-1.0, 1.0], size=(2, n)),
+                 ret_exp)  # few distinct |r|: ties
+    acts = np.array([0] * m) if m == 1 else rng.integers(0, 2, size=m)
+    for key in ("abs", "positive", "negative"):
+        for Rt in (r, None):
+            used.clear()
+            got = _direct(X32, Yt, bias, Rt, acts, 10, key)
+            uses32 = bias_ok and (ret_ok or Rt is None)  # keys of alpha: no returns
+            assert used and all(u == uses32 for u in used), (key, Rt is None, used)
+            want = _direct(X64, Yt, bias, Rt, acts, 10, key)
+            for g, w in zip(got, want, strict=True):
+                np.testing.assert_array_equal(g, w, err_msg=f"{key} {Rt is None}")
+            for j in range(m):
+                a = _psi(np.repeat(Yt[j : j + 1], n, axis=0), X64,
+                         None if bias is None else np.full(n, bias[j]),
+                         None if Rt is None else Rt[acts[j]])
+                kv = np.abs(a) if key == "abs" else (a if key == "positive" else -a)
+                np.testing.assert_array_equal(got[1][j], np.argsort(-kv, kind="stable")[:10],
+                                              err_msg=f"{key} {Rt is None} {j}")
+
+
+@settings(max_examples=60, deadline=None)
+@given(rows_exp=st.integers(-60, 60), query_exp=st.integers(-100, 100),
+       ret_exp=st.integers(-150, 40), bias_exp=st.none() | st.integers(-100, 100),
+       key=st.sampled_from(["abs", "positive", "negative"]), seed=st.integers(0, 2**16))
+def test_float32_keys_lie_within_their_bound(rows_exp: int, query_exp: int, ret_exp: int,
+                                             bias_exp: int | None, key: str, seed: int) -> None:
+    """Every float32 key (``Widener.keys32``), scaled back, lies within the bound the ranking
+    uses (``2^e`` times :func:`cbdt._ranking._bound64` plus
+    :func:`cbdt._ranking.bound_keys32`) of the exact key (:func:`cbdt._ranking._psi`), and
+    the blocks' maxima it takes per piece are those of the keys; over rows, queries,
+    returns and constant terms spread across the float32 path's ranges."""
+    from cbdt._ranking import Widener, _bound64, _psi, _row_norms, bound_keys32
+
+    rng = np.random.default_rng(seed)
+    n, H, m = 640, 9, 5
+    X = np.ldexp(rng.normal(size=(n, H)) * np.exp(rng.normal(size=(n, 1))),
+                 rows_exp).astype(np.float32)
+    Yt = np.ldexp(rng.normal(size=(m, H)), query_exp)
+    bias = None if bias_exp is None else np.ldexp(rng.normal(size=m), bias_exp)
+    Rt = np.ldexp(rng.normal(size=(2, n)), ret_exp)
+    acts = rng.integers(0, 2, size=m)
+    X64 = X.astype(np.float64)
+    xmax = float(np.linalg.norm(X64, axis=1).max())
+    rq = np.abs(Rt).max(axis=1)
+    with Widener(Yt, key, bias) as widen:
+        widen._start()
+        widen.rows, widen.threads = 128, 1
+        got = widen.keys32(X, Rt, acts, xmax, rq, 3)
+        if got is None:  # outside the float32 ranges (rows 2^+-60, constant term 2^64)
+            assert not widen._keys32_ok(acts, rq) or not widen.screens(X, xmax)
+            return
+        K, scale, maxima = got
+    assert K.dtype == np.float32 and K.shape == (m, n)
+    yns = _row_norms(Yt)
+    babs = 0.0 if bias is None else np.abs(bias)
+    M = (scale * _bound64(H, yns, xmax, babs, rq[acts], float(np.abs(Yt).max()),
+                          float(np.abs(Rt).max()))
+         + bound_keys32(H, yns, xmax, babs, rq[acts], scale))
+    for j in range(m):
+        a = _psi(np.repeat(Yt[j : j + 1], n, axis=0), X64,
+                 None if bias is None else np.full(n, bias[j]), Rt[acts[j]])
+        kv = np.abs(a) if key == "abs" else (a if key == "positive" else -a)
+        err = np.abs(K[j].astype(np.float64) - scale[j] * kv)
+        assert np.all(err <= M[j]), (j, float(err.max()), float(M[j]))
+    if maxima is not None:
+        b, bmax = maxima
+        np.testing.assert_array_equal(bmax, np.maximum.reduceat(K, np.arange(0, n, b), axis=1))
+
+
+def test_float32_keys_switched_off_give_the_same_ranking(monkeypatch, tmp_path) -> None:
+    """``_KEYS_F32 = False`` (float64 keys after the float32 product, the path before the
+    float32 keys): the same indices, keys and values, with a constant term."""
+    rng = np.random.default_rng(13)
+    n, H = 30_000, 8
+    Phi = np.tanh(rng.normal(size=(n, H))).astype(np.float32)
+    np.save(tmp_path / "f32.npy", Phi)
+    R = rng.normal(size=(n, 3))
+    ci = CaseInfluence(intercept=True).fit(np.load(tmp_path / "f32.npy", mmap_mode="r"), R)
+    Q = np.tanh(rng.normal(size=(16, H)))
+    acts = rng.integers(0, 3, size=16)
+    on = [ci._rank(Q[:m], acts[:m], 8, key, w, "q") for m in (1, 16)
+          for key in ("abs", "negative") for w in ("psi", "alpha")]
+    monkeypatch.setattr(_ranking, "_KEYS_F32", False)
+    off = [ci._rank(Q[:m], acts[:m], 8, key, w, "q") for m in (1, 16)
+           for key in ("abs", "negative") for w in ("psi", "alpha")]
+    for a, b in zip(on, off, strict=True):
+        for x, y in zip(a, b, strict=True):
+            np.testing.assert_array_equal(x, y)
+
+
+@pytest.mark.parametrize("m", [1, 2])
+def test_float32_keys_bound_holds_where_float32_sums_lose_most(m: int) -> None:
+    """Rows and queries of one entry 1 and 255 entries whose squares lie just under half an
+    ulp of 1 in float32: a sum taken in order loses every small product (about 2^-16 in
+    all, dozens of ``u |y| |x|``; a bound without the product's ``(h + 8) eps`` term,
+    :func:`cbdt._ranking.bound32`, fails here on the benchmark machine with the native and
+    the generic kernels). Every float32 key lies within the bound the ranking uses."""
+    from cbdt._ranking import Widener, _bound64, _psi, _row_norms, bound_keys32
+
+    n, H = 256, 256
+    x = np.full(H, np.sqrt(0.99 * 2.0**-24), dtype=np.float32)
+    x[0] = 1.0
+    X = np.tile(x, (n, 1))
+    Yt = np.tile(x.astype(np.float64), (m, 1))
+    Rt, acts, rq = np.ones((1, n)), np.zeros(m, dtype=int), np.ones(1)
+    xmax = float(np.linalg.norm(X.astype(np.float64), axis=1).max())
+    with Widener(Yt, "abs", None) as widen:
+        widen._start()
+        widen.rows, widen.threads = 128, 1
+        K, scale, _ = widen.keys32(X, Rt, acts, xmax, rq, 3)
+    yns = _row_norms(Yt)
+    M = (scale * _bound64(H, yns, xmax, 0.0, rq[acts], 1.0, 1.0)
+         + bound_keys32(H, yns, xmax, 0.0, rq[acts], scale))
+    a = _psi(np.repeat(Yt[:1], n, axis=0), X.astype(np.float64), None, Rt[0])
+    for j in range(m):
+        assert np.all(np.abs(K[j] - scale[j] * np.abs(a)) <= M[j])
