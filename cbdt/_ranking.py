@@ -593,6 +593,7 @@ class Widener:
         within :data:`_BIAS_MAX` and the returns of the queries' actions at most
         :data:`_R32_MAX` (so ``|T| |r| < 2^120``, :func:`bound_keys32`)."""
         if self.k32 is None:
+            self.b32 = None
             ok = _KEYS_F32 and self._queries32()
             if ok and self.bias is not None:
                 sb = np.abs(self.bias) * self.scale
@@ -1033,9 +1034,12 @@ class _TopKScan:
         """Exact (key, signed value) of the entries (q0 + rows, cols) of the block
         (:func:`_psi`)."""
         q = q0 + rows
+        Xr = Xs[cols]
+        if Xr.dtype != np.float64:  # a float32 memmap's rows: widened exactly
+            Xr = Xr.astype(np.float64)
         a = _psi(
             self.Yt[q],
-            Xs[cols],
+            Xr,
             None if self.bias is None else self.bias[q],
             None if self.Rt is None else self.Rt[self.acts[q], gpos + cols],
         )

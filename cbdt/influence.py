@@ -1167,7 +1167,9 @@ class CaseInfluence(CaseQueryMixin, CaseEstimator):
     def _chunks(self, widen: bool = True) -> Iterator[tuple[int, np.ndarray]]:
         """Case-side row chunks in float64: (start, X). A float32 memmap is converted into
         one reused buffer, never as a whole (``widen=False``: its chunks as they are, for
-        :class:`cbdt._ranking.Widener`, which reads them in cache-sized pieces)."""
+        :class:`cbdt._ranking.Widener`, which reads them in cache-sized pieces, and for the
+        fused scan, whose float32 screen reads them as they are and widens only its
+        candidates' rows)."""
         if self._dual is not None:
             yield 0, self._dual
             return
@@ -1281,7 +1283,10 @@ class CaseInfluence(CaseQueryMixin, CaseEstimator):
                                  norms=self.__dict__.get("_chunk_norms"))
             else:
                 best = scan_top_k(
-                    self._chunks(), Y, bias, Rt, ap, k, key, self._SCAN_ENTRIES, self.n_cases_,
+                    # a float32 memmap's chunks as they are: the scan's float32 screen reads
+                    # them (no float64 copy of each chunk to narrow again)
+                    self._chunks(widen=getattr(self._Phi, "dtype", None) != np.float32), Y,
+                    bias, Rt, ap, k, key, self._SCAN_ENTRIES, self.n_cases_,
                     self._threads(sl.stop - sl.start), self._returns_absmax,
                     self._case_norms(),
                 )

@@ -611,3 +611,45 @@ def test_float32_keys_bound_holds_where_float32_sums_lose_most(m: int) -> None:
     a = _psi(np.repeat(Yt[:1], n, axis=0), X.astype(np.float64), None, Rt[0])
     for j in range(m):
         assert np.all(np.abs(K[j] - scale[j] * np.abs(a)) <= M[j])
+
+
+@pytest.mark.parametrize("screen", [True, False])
+@pytest.mark.parametrize("intercept", [False, True])
+def test_scan_reads_a_float32_memmap_as_it_is(monkeypatch, tmp_path, screen: bool,
+                                              intercept: bool) -> None:
+    """More than 16 queries (the fused scan): a float32 memmap's chunks reach the scan as
+    float32 (no float64 copy of each chunk), and its indices, keys and values are bit for
+    bit those of a float64 memmap holding the same numbers, with the float32 screen and
+    without it; a query ranks the same alone (the direct path) and in the batch."""
+    monkeypatch.setattr(_ranking, "_SCREEN_F32", screen)
+    rng = np.random.default_rng(21)
+    n, H = 40_000, 7
+    Phi = np.tanh(rng.normal(size=(n, H))).astype(np.float32)
+    Phi[:50] *= 2.0**45  # rows outside 2^+-40: the screen scales their sub-chunk
+    np.save(tmp_path / "f32.npy", Phi)
+    np.save(tmp_path / "f64.npy", Phi.astype(np.float64))
+    R = rng.normal(size=(n, 3))
+    fits = [CaseInfluence(intercept=intercept, chunk_size=9_000).fit(
+        np.load(tmp_path / name, mmap_mode="r"), R) for name in ("f32.npy", "f64.npy")]
+    fed = []
+    feed = _ranking._TopKScan.feed
+
+    def spy(self, s0, X):
+        fed.append(X.dtype)
+        return feed(self, s0, X)
+
+    monkeypatch.setattr(_ranking._TopKScan, "feed", spy)
+    Q = np.tanh(rng.normal(size=(40, H)))
+    acts = rng.integers(0, 3, size=40)
+    for key in ("abs", "negative"):
+        for weight in ("psi", "alpha"):
+            fed.clear()
+            got = fits[0]._rank(Q, acts, 9, key, weight, "queries")
+            assert fed and set(fed) == {np.dtype(np.float32)}
+            want = fits[1]._rank(Q, acts, 9, key, weight, "queries")
+            for g, w in zip(got, want, strict=True):
+                np.testing.assert_array_equal(g, w, err_msg=f"{key} {weight}")
+            for j in (0, 17, 39):
+                one = fits[0]._rank(Q[j : j + 1], acts[j : j + 1], 9, key, weight, "queries")
+                for g, w in zip(one, got, strict=True):
+                    np.testing.assert_array_equal(g[0], w[j])
