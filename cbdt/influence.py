@@ -117,9 +117,11 @@ class CaseInfluence(CaseQueryMixin, CaseEstimator):
         grows like :math:`\\sqrt{\\text{condition number}}\\,\\epsilon_{\\text{mach}}`.
     chunk_size : int, default=65536
         Rows of ``Phi`` folded into the triangular factor at once, and read at once from a
-        memmap ``Phi`` at query time (a float32 memmap is converted one chunk at a time, or
-        in cache-sized pieces of a chunk for the coefficients and the top cases of up to 16
-        queries, which screen it in float32 before their exact float64 evaluation).
+        memmap ``Phi`` at query time. A float32 memmap is read as it lies in the file: the
+        top cases screen it in float32 (in cache-sized pieces of a chunk for up to 16
+        queries, in the fused scan's sub-chunks for more) before their exact float64
+        evaluation, which widens only the candidates' rows; the coefficients widen each
+        cache-sized piece to float64.
     batch_size : int, default=1024
         Queries answered at once by the query methods; a memmap or dask ``Phi`` is read once
         per batch of queries.
@@ -1165,11 +1167,11 @@ class CaseInfluence(CaseQueryMixin, CaseEstimator):
         return Y, (Z[H] * self._const if self.intercept else None)
 
     def _chunks(self, widen: bool = True) -> Iterator[tuple[int, np.ndarray]]:
-        """Case-side row chunks in float64: (start, X). A float32 memmap is converted into
-        one reused buffer, never as a whole (``widen=False``: its chunks as they are, for
+        """Case-side row chunks: (start, X), in float64 (a float32 memmap converted into one
+        reused buffer, never as a whole), or with ``widen=False`` its chunks as they are: for
         :class:`cbdt._ranking.Widener`, which reads them in cache-sized pieces, and for the
         fused scan, whose float32 screen reads them as they are and widens only its
-        candidates' rows)."""
+        candidates' rows."""
         if self._dual is not None:
             yield 0, self._dual
             return
