@@ -72,16 +72,18 @@ def top_stats(
 
 
 def signal_table(
-    S: np.ndarray, acts: np.ndarray, ent: np.ndarray, gini: np.ndarray, gamma: float
+    S: np.ndarray, acts: np.ndarray, ent: np.ndarray, gini: np.ndarray, gamma: float,
+    names: Any = None,
 ) -> pd.DataFrame:
-    """Per-query signals: audited action, its score, the readout margin (top-1 minus top-2
-    score; NaN with one action), entropy, Gini and risk ``entropy + gamma * Gini`` (eq. 20)."""
+    """Per-query signals: audited action (``names``, else its position), its score, the
+    readout margin (top-1 minus top-2 score; NaN with one action), entropy, Gini and risk
+    ``entropy + gamma * Gini`` (eq. 20)."""
     m, n_actions = S.shape
     srt = np.sort(S, axis=1)
     margin = srt[:, -1] - srt[:, -2] if n_actions > 1 else np.full(m, np.nan)
     return pd.DataFrame(
         {
-            "action": acts,
+            "action": acts if names is None else names,
             "score": S[np.arange(m), acts],
             "margin": margin,
             "entropy": ent,
@@ -221,8 +223,9 @@ def case_account(
     acts = np.asarray(top.action, dtype=np.intp)
     mass = np.abs(top.contributions if rank_by == "contribution" else top.coefficients)
     ent, gini = top_signals(mass, a[top.indices], n_actions, k, eps)
-    signals = signal_table(S, acts, ent, gini, gamma)
-    signals["action"] = np.asarray(top.action_name)
+    # the action by name, in the one construction of the table (a column set afterwards
+    # costs a second pass of pandas' checks)
+    signals = signal_table(S, acts, ent, gini, gamma, np.asarray(top.action_name))
     return top, S, acts, a_star, signals
 
 
