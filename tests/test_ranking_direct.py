@@ -439,11 +439,11 @@ def test_ridge_metric_decomposed_once_per_fit(monkeypatch) -> None:
 
 
 # --- the float32 keys of a float32 memmap (Widener.keys32, bound_keys32) -----------------
-def _tied_rows(rng: np.random.Generator, n: int, H: int, rows_exp: int) -> np.ndarray:
+def _tied_rows(rng: np.random.Generator, n: int, H: int) -> np.ndarray:
     """Float32 case rows, each a permutation of one vector of widely spread magnitudes: with
     a query of equal entries their coefficients tie in exact arithmetic."""
     v = (rng.normal(size=H) * np.exp(2 * rng.normal(size=H))).astype(np.float32)
-    return np.ldexp(np.stack([rng.permutation(v) for _ in range(n)]), rows_exp).astype(np.float32)
+    return np.stack([rng.permutation(v) for _ in range(n)])
 
 
 def _direct(X: np.ndarray, Yt: np.ndarray, bias, Rt, acts, k: int, key: str):
@@ -470,10 +470,10 @@ def test_float32_keys_are_exact_at_ties_with_constant_terms_and_extreme_returns(
     Adversarial data: tied coefficients (permuted rows, a query of equal entries and its
     neighbours), returns of 2^ret_exp (2^-140: subnormal in float32) with ties of |r|, and
     constant terms of 2^bias_exp, on both sides of both limits (the largest |r| is 4
-    2^ret_exp); pieces of 64 rows on three threads (the blocks' maxima taken per piece). Every key and weight: the indices, keys and
-    values are bit for bit those of the same rows in float64 (another path: one GEMM or GEMV
-    and float64 keys), and the indices those of a stable sort of the exact keys
-    (:func:`cbdt._ranking._psi`)."""
+    2^ret_exp); pieces of 64 rows on three threads (the blocks' maxima taken per piece).
+    Every key and weight: the indices, keys and values are bit for bit those of the same
+    rows in float64 (another path: one GEMM or GEMV and float64 keys), and the indices those
+    of a stable sort of the exact keys (:func:`cbdt._ranking._psi`)."""
     from cbdt import _threads
     from cbdt._ranking import _psi
 
@@ -490,7 +490,7 @@ def test_float32_keys_are_exact_at_ties_with_constant_terms_and_extreme_returns(
     monkeypatch.setattr(_ranking.Widener, "keys32", spy)
     rng = np.random.default_rng(abs(ret_exp) + 7 * abs(bias_exp or 1) + m)
     n, H = 2_100, 12
-    X32 = _tied_rows(rng, n, H, 0)
+    X32 = _tied_rows(rng, n, H)
     X64 = X32.astype(np.float64)
     Yt = np.vstack([np.ones(H), 1.0 + rng.integers(-2, 3, size=(15, H)) / 64])[:m]
     bias = None if bias_exp is None else np.ldexp(1.0 + rng.integers(0, 4, size=m), bias_exp)
