@@ -1237,12 +1237,17 @@ def rank_dask(
     """:func:`scan_top_k` on every row chunk of a dask ``Phi`` (on its workers), then the
     per-chunk top-k lists merged in case order on the client. ``rmax`` (max |r|) and
     ``norms`` (one :class:`RowNormBounds` per chunk) are the fit's, measured once; without
-    them each chunk measures its own."""
+    them each chunk measures its own. Each chunk's task gets the returns of the queries'
+    actions only (the graph holds every slice: all |A| rows of them would be |A| times the
+    data when the queries audit one action)."""
     import dask
 
     blocks = row_blocks(Phi)
     if norms is not None and len(norms) != len(blocks):
         norms = None
+    if Rt is not None:  # only the returns of the queries' actions travel to the workers
+        used, acts = np.unique(acts, return_inverse=True)
+        Rt = Rt[used]
     Yd, bd, ad = dask.delayed(Y), dask.delayed(bias), dask.delayed(acts)
     parts = [  # each task gets its own slice of the returns, nothing more
         dask.delayed(_scan_block)(
