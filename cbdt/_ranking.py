@@ -169,6 +169,8 @@ def _psi(
     from here, so a query's ranking, its ties (to the lower case index) and its values do
     not depend on the batch, the block, the thread or the path that screened it.
     """
+    if Xrows.dtype != np.float64:  # a float32 memmap's rows: widened exactly
+        Xrows = Xrows.astype(np.float64)
     a = np.einsum("ch,ch->c", Yrows, Xrows)
     if bias is not None:
         a += bias
@@ -269,7 +271,7 @@ def bound_keys32(h: int, ynorm: Any, xmax: float, babs: Any, rq: Any, scale: Any
     The difference between the exact key and :func:`_psi`'s is :func:`_bound64`'s, which
     the caller adds times ``2^e``.
     """
-    d1 = (h + 8) * _EPS32 * 1.1 * ynorm * scale * xmax + (h + 8) * 2.0**-149 * 1.1 * (1.0 + xmax)
+    d1 = bound32(h, ynorm * scale, xmax, 1.0, 1.0)  # the product's error, scaled units
     mag = scale * (ynorm * xmax + babs)
     return rq * (1.05 * d1 + 6.0 * 2.0**-24 * mag + 2.0**-146) + 2.0**-148 * (1.0 + d1 + mag)
 
@@ -341,13 +343,15 @@ def _weigh(
     B: np.ndarray, Rt: np.ndarray | None, acts: np.ndarray, key: str, bias: np.ndarray | None
 ) -> np.ndarray:
     """``B`` (m, w) of coefficients turned into keys in place: the constant terms ``bias``
-    (m,) added, weighted by the returns ``Rt[acts]`` (|A|, w) and keyed (|.|, +, -). Only
-    the keys are read again (values come from :func:`_psi`). Returns ``B``."""
+    (m,) added, weighted by the returns ``Rt[acts]`` (|A|, w), rounded to ``B``'s dtype
+    (float32 for :meth:`Widener.keys32`), and keyed (|.|, +, -). Only the keys are read
+    again (values come from :func:`_psi`). Returns ``B``."""
     if bias is not None:
         B += bias[:, None]
     if Rt is not None:  # one action for all the queries: a view of its returns, no copy
         one = B.shape[0] == 1 or bool(np.all(acts[: B.shape[0]] == acts[0]))
-        B *= Rt[acts[0]] if one else Rt[acts]
+        r = Rt[acts[0]] if one else Rt[acts]
+        B *= r if r.dtype == B.dtype else r.astype(B.dtype)
     if key == "abs":
         return np.abs(B, out=B)
     return B if key == "positive" else np.negative(B, out=B)
@@ -414,10 +418,7 @@ def rank_block(
 
     def exact(rows: np.ndarray, cols: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         r = None if Rt is None else Rt[acts[rows], cols]
-        Xr = X[cols]
-        if Xr.dtype != np.float64:  # a float32 memmap's rows: widened exactly
-            Xr = Xr.astype(np.float64)
-        a = _psi(Yt[rows], Xr, None if bias is None else bias[rows], r)
+        a = _psi(Yt[rows], X[cols], None if bias is None else bias[rows], r)
         return _keyed(a, key), a
 
     idx, keys, vals = _refine_top_k(K, M, k, exact, maxima)
@@ -603,7 +604,6 @@ class Widener:
                     self.b32 = (self.bias * self.scale).astype(np.float32)
             if ok and rq is not None:
                 ok = bool(np.all(rq[acts] <= _R32_MAX))
-            self.one_act = acts.size <= 1 or bool(np.all(acts == acts[0]))
             self.k32 = ok
         return self.k32
 
@@ -627,17 +627,7 @@ class Widener:
                     np.matmul(X[j:e], self.Y32[0], out=V[:, 0])
                 else:
                     np.matmul(X[j:e], self.Y32.T, out=V)
-                if self.bias is not None:
-                    V += self.b32
-                if Rc is not None:
-                    if self.one_act:
-                        V *= Rc[acts[0], j:e].astype(np.float32)[:, None]
-                    else:
-                        V *= Rc[acts, j:e].T.astype(np.float32)
-                if self.key == "abs":
-                    np.abs(V, out=V)
-                elif self.key == "negative":
-                    np.negative(V, out=V)
+                _weigh(V.T, None if Rc is None else Rc[:, j:e], acts, self.key, self.b32)
                 if maxima is not None:  # the blocks' maxima while the keys are in cache
                     b, bt = maxima
                     np.maximum.reduceat(V, np.arange(0, e - j, b), axis=0,
@@ -1035,12 +1025,9 @@ class _TopKScan:
         """Exact (key, signed value) of the entries (q0 + rows, cols) of the block
         (:func:`_psi`)."""
         q = q0 + rows
-        Xr = Xs[cols]
-        if Xr.dtype != np.float64:  # a float32 memmap's rows: widened exactly
-            Xr = Xr.astype(np.float64)
         a = _psi(
             self.Yt[q],
-            Xr,
+            Xs[cols],
             None if self.bias is None else self.bias[q],
             None if self.Rt is None else self.Rt[self.acts[q], gpos + cols],
         )
