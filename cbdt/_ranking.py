@@ -276,16 +276,36 @@ def bound_keys32(h: int, ynorm: Any, xmax: float, babs: Any, rq: Any, scale: Any
     return rq * (1.05 * d1 + 6.0 * 2.0**-24 * mag + 2.0**-146) + 2.0**-148 * (1.0 + d1 + mag)
 
 
+def _block_cols(blk: np.ndarray, b: int, piece: int, n: int) -> np.ndarray:
+    """Columns (``blk.shape + (b,)``; past ``n`` where the last block is short) of the
+    blocks ``blk`` of :func:`_near_top_k`'s maxima. ``piece`` 0: block ``g`` holds the
+    columns ``g b .. g b + b - 1``. Else the columns come in pieces of ``piece`` (a multiple
+    of ``b``), each with ``nb = piece / b`` blocks interleaved: block ``t`` of a whole piece
+    holds its columns ``t, t + nb, .., t + (b - 1) nb`` (its maximum is then one
+    elementwise maximum of ``b`` contiguous slabs, :meth:`Widener.keys32`); a short last
+    piece has contiguous blocks."""
+    span = np.arange(b)
+    if not piece:
+        return blk[..., None] * b + span
+    nb = piece // b
+    p, t = np.divmod(blk, nb)
+    whole = (p + 1) * piece <= n
+    start = p * piece + np.where(whole, t, t * b)
+    return start[..., None] + np.where(whole, nb, 1)[..., None] * span
+
+
 def _near_top_k(K: np.ndarray, k: int, M: np.ndarray,
-                maxima: tuple[int, np.ndarray] | None = None) -> tuple[np.ndarray, np.ndarray]:
+                maxima: tuple[int, np.ndarray, int] | None = None
+                ) -> tuple[np.ndarray, np.ndarray]:
     """(rows, cols) of the entries of ``K`` (m, n) at or above ``kth - 2 M`` (``kth``: the
     row's k-th largest entry, ``M``: (m,)), rows ascending; at least k per row.
 
     As in :func:`top_k_indices`, each row is cut into blocks of about ``sqrt(n / k)``
     entries: the k blocks with the largest maxima hold the k largest entries, so ``kth``
     comes from them, and only blocks whose maximum reaches the threshold are read again.
-    ``maxima``: ``(b, bmax)``, the blocks' maxima already taken (by :class:`Widener`, while
-    the keys were in cache), blocks of ``b`` entries.
+    ``maxima``: ``(b, bmax, piece)``, the blocks' maxima already taken (by
+    :class:`Widener`, while the keys were in cache), blocks of ``b`` entries laid out as
+    :func:`_block_cols` says (contiguous for ``piece`` 0).
     """
     m, n = K.shape
     b = int(np.sqrt(n / k)) if maxima is None else maxima[0]
@@ -293,16 +313,18 @@ def _near_top_k(K: np.ndarray, k: int, M: np.ndarray,
         kth = np.partition(K, n - k, axis=1)[:, n - k]
         thr = kth - 2.0 * M - _EPS64 * np.abs(kth)  # the last term covers the rounding
         return np.nonzero(K >= thr[:, None])
-    starts = np.arange(0, n, b)
-    nb = starts.size
-    bmax = np.maximum.reduceat(K, starts, axis=1) if maxima is None else maxima[1]  # (m, nb)
+    if maxima is None:
+        bmax, piece = np.maximum.reduceat(K, np.arange(0, n, b), axis=1), 0  # (m, nb)
+    else:
+        bmax, piece = maxima[1], maxima[2]
+    nb = bmax.shape[1]
     top = np.argpartition(bmax, nb - k, axis=1)[:, -k:]
-    cols = (top[:, :, None] * b + np.arange(b)).reshape(m, k * b)
+    cols = _block_cols(top, b, piece, n).reshape(m, k * b)
     cand = np.where(cols < n, np.take_along_axis(K, np.minimum(cols, n - 1), axis=1), -np.inf)
     kth = np.partition(cand, k * b - k, axis=1)[:, k * b - k]
     thr = kth - 2.0 * M - _EPS64 * np.abs(kth)
     r_, blk = np.nonzero(bmax >= thr[:, None])  # the blocks that can hold a candidate
-    cols = (blk[:, None] * b + np.arange(b)).ravel()
+    cols = _block_cols(blk, b, piece, n).ravel()
     rows = np.repeat(r_, b)
     ok = cols < n
     rows, cols = rows[ok], cols[ok]
@@ -312,7 +334,7 @@ def _near_top_k(K: np.ndarray, k: int, M: np.ndarray,
 
 def _refine_top_k(
     K: np.ndarray, M: np.ndarray, k: int, exact: Any,
-    maxima: tuple[int, np.ndarray] | None = None,
+    maxima: tuple[int, np.ndarray, int] | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Exact top-k of every row from approximate keys ``K`` (m, n), ``|K - key| <= M`` (m,).
 
@@ -343,15 +365,26 @@ def _weigh(
     B: np.ndarray, Rt: np.ndarray | None, acts: np.ndarray, key: str, bias: np.ndarray | None
 ) -> np.ndarray:
     """``B`` (m, w) of coefficients turned into keys in place: the constant terms ``bias``
-    (m,) added, weighted by the returns ``Rt[acts]`` (|A|, w), rounded to ``B``'s dtype
-    (float32 for :meth:`Widener.keys32`), and keyed (|.|, +, -). Only the keys are read
-    again (values come from :func:`_psi`). Returns ``B``."""
+    (m,), or already spread over the cases (m, w), added, weighted by the returns
+    ``Rt[acts]`` (|A|, w), rounded to ``B``'s dtype (float32 for :meth:`Widener.keys32`),
+    and keyed (|.|, +, -). Only the keys are read again (values come from :func:`_psi`).
+    Returns ``B``.
+
+    A Fortran-ordered ``B`` (the transposed (w, m) pieces of :meth:`Widener.keys32`) is
+    weighted by one action's returns repeated along its memory, one contiguous product:
+    a product broadcast over rows of m entries took 22 us per piece of 4,096 x 16, the
+    repetition and the product 17 us (and a spread constant term 6 us against 20 us)."""
     if bias is not None:
-        B += bias[:, None]
+        B += bias[:, None] if bias.ndim == 1 else bias
     if Rt is not None:  # one action for all the queries: a view of its returns, no copy
         one = B.shape[0] == 1 or bool(np.all(acts[: B.shape[0]] == acts[0]))
         r = Rt[acts[0]] if one else Rt[acts]
-        B *= r if r.dtype == B.dtype else r.astype(B.dtype)
+        r = r if r.dtype == B.dtype else r.astype(B.dtype)
+        if one and B.shape[0] > 1 and B.flags.f_contiguous:
+            flat = B.T.reshape(-1)  # a view: row i of B.T is case i's m keys
+            np.multiply(flat, np.repeat(r, B.shape[0]), out=flat)
+        else:
+            B *= r
     if key == "abs":
         return np.abs(B, out=B)
     return B if key == "positive" else np.negative(B, out=B)
@@ -371,7 +404,7 @@ def rank_block(
     bias: np.ndarray | None = None,
     keyed: bool = False,
     screen32: np.ndarray | None = None,
-    maxima: tuple[int, np.ndarray] | None = None,
+    maxima: tuple[int, np.ndarray, int] | None = None,
     scale32: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Top-k of a block ``B = Yt @ X.T`` (m, n) formed by one GEMM (or GEMV), exact.
@@ -539,7 +572,14 @@ class Widener:
     widened in pieces and 0.33 s screened in float32 with float64 keys; one query 0.22 s,
     0.16-0.18 s and 0.09 s. Float32 keys against float64 keys after the float32 product,
     medians of 7 interleaved: 0.25 s against 0.38 s for 16 queries, 0.090 s against 0.098 s
-    for one (keys 0.20 s of the 0.25 s, the serial ranking of the blocks 0.04 s). For a
+    for one (keys 0.20 s of the 0.25 s, the serial ranking of the blocks 0.04 s). The
+    blocks' maxima taken per piece over interleaved blocks (:func:`_block_cols`: one
+    elementwise maximum of contiguous slabs, 5 us per piece of 4,096 x 16 against 57 us for
+    ``reduceat`` over contiguous blocks), and the constant term and the returns applied
+    along the keys' memory (:func:`_weigh`): 16 queries 0.207 s, then 0.200 s, against
+    0.23 s (medians of 9, three interleaved runs, with a constant term). Forming the next
+    block on a look-ahead thread while this one is ranked was again slower (0.203 s
+    against 0.189 s). For a
     float64 memmap (no widening) pieces were slower (0.35-0.44 s against 0.32-0.34 s; with
     the rows as ``dgemm``'s left operand and the blocks' maxima taken per piece, 0.38 s
     against 0.35 s), so the direct path reads float64 blocks whole. A context manager: the
@@ -554,6 +594,7 @@ class Widener:
         self.f32: bool | None = None  # whether the float32 screen can hold the queries
         self.k32: bool | None = None  # whether the keys can stay in float32
         self.kbuf: np.ndarray | None = None
+        self.btile: np.ndarray | None = None
 
     def __enter__(self) -> Widener:
         return self
@@ -627,11 +668,17 @@ class Widener:
                     np.matmul(X[j:e], self.Y32[0], out=V[:, 0])
                 else:
                     np.matmul(X[j:e], self.Y32.T, out=V)
-                _weigh(V.T, None if Rc is None else Rc[:, j:e], acts, self.key, self.b32)
+                _weigh(V.T, None if Rc is None else Rc[:, j:e], acts, self.key,
+                       None if self.b32 is None else self.btile[: e - j].T)
                 if maxima is not None:  # the blocks' maxima while the keys are in cache
                     b, bt = maxima
-                    np.maximum.reduceat(V, np.arange(0, e - j, b), axis=0,
-                                        out=bt[j // b : -(-e // b)])
+                    if e - j == self.rows:  # a whole piece: blocks interleaved, one
+                        # maximum of b contiguous slabs (_block_cols)
+                        np.maximum.reduce(V.reshape(b, -1), axis=0,
+                                          out=bt[j // b : e // b].reshape(-1))
+                    else:  # the short last piece: contiguous blocks
+                        np.maximum.reduceat(V, np.arange(0, e - j, b), axis=0,
+                                            out=bt[j // b : -(-e // b)])
                 continue
             Bj = B[:, j:e]
             if mode == "f32":  # float32 rows as they are, by the scaled float32 queries
@@ -668,7 +715,7 @@ class Widener:
 
     def keys32(self, X: np.ndarray, Rc: np.ndarray | None, acts: np.ndarray, xmax: float,
                rq: np.ndarray | None, k: int
-               ) -> tuple[np.ndarray, np.ndarray, tuple[int, np.ndarray] | None] | None:
+               ) -> tuple[np.ndarray, np.ndarray, tuple[int, np.ndarray, int] | None] | None:
         """The keys of the block ``X`` (w, h) in float32, each query's scaled by ``2^e_q``:
         ``(K (m, w), the scales 2^e_q (m,), the maxima of the ranking's blocks (b, (m, nb))
         or None)``, in a buffer reused by the next block; None where they cannot stay in
@@ -678,6 +725,8 @@ class Widener:
             return None
         if not self.threads:
             self._start()
+        if self.b32 is not None and self.btile is None:  # spread over a piece's cases (rows,
+            self.btile = np.tile(self.b32, (self.rows, 1))  # m), as the keys lie
         m, w = self.Yt.shape[0], X.shape[0]
         if self.kbuf is None or self.kbuf.size < m * w:
             self.kbuf = np.empty(m * w, dtype=np.float32)
@@ -685,7 +734,7 @@ class Widener:
         b = _block_width(w, min(k, w), self.rows) if m > 1 else 0
         maxima = (b, np.empty((-(-w // b), m), dtype=np.float32)) if b else None
         self._run(Kt, X, Rc, acts, "k32", maxima)
-        return Kt.T, self.scale, None if maxima is None else (b, maxima[1].T)
+        return Kt.T, self.scale, None if maxima is None else (b, maxima[1].T, self.rows)
 
     def _run(self, B: np.ndarray, X: np.ndarray, Rc: np.ndarray | None,
              acts: np.ndarray | None, mode: str,

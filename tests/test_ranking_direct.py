@@ -526,10 +526,10 @@ def test_float32_keys_lie_within_their_bound(rows_exp: int, query_exp: int, ret_
     :func:`cbdt._ranking.bound_keys32`) of the exact key (:func:`cbdt._ranking._psi`), and
     the blocks' maxima it takes per piece are those of the keys; over rows, queries,
     returns and constant terms spread across the float32 path's ranges."""
-    from cbdt._ranking import Widener, _bound64, _psi, _row_norms, bound_keys32
+    from cbdt._ranking import Widener, _block_cols, _bound64, _psi, _row_norms, bound_keys32
 
     rng = np.random.default_rng(seed)
-    n, H, m = 640, 9, 5
+    n, H, m = 600, 9, 5  # four pieces of 128 rows and one of 88
     X = np.ldexp(rng.normal(size=(n, H)) * np.exp(rng.normal(size=(n, 1))),
                  rows_exp).astype(np.float32)
     Yt = np.ldexp(rng.normal(size=(m, H)), query_exp)
@@ -559,9 +559,14 @@ def test_float32_keys_lie_within_their_bound(rows_exp: int, query_exp: int, ret_
         kv = np.abs(a) if key == "abs" else (a if key == "positive" else -a)
         err = np.abs(K[j].astype(np.float64) - scale[j] * kv)
         assert np.all(err <= M[j]), (j, float(err.max()), float(M[j]))
-    if maxima is not None:
-        b, bmax = maxima
-        np.testing.assert_array_equal(bmax, np.maximum.reduceat(K, np.arange(0, n, b), axis=1))
+    if maxima is not None:  # whole pieces of 128 rows (interleaved blocks), a short one
+        b, bmax, piece = maxima
+        assert piece == 128 and b <= 88 and 88 % b == 0
+        cols = _block_cols(np.arange(bmax.shape[1]), b, piece, n)
+        held = cols[cols < n]
+        np.testing.assert_array_equal(np.sort(held), np.arange(n))  # each column once
+        want = np.where(cols < n, K[:, np.minimum(cols, n - 1)], -np.inf).max(axis=2)
+        np.testing.assert_array_equal(bmax, want)
 
 
 def test_float32_keys_switched_off_give_the_same_ranking(monkeypatch, tmp_path) -> None:
