@@ -35,7 +35,10 @@ same run:
   (``gemm_floor_ms``: for 16 queries the arithmetic exceeds the read; ``ratio_max_floor``
   is against the larger of the two), with the fraction
   of the file in the page cache before and after (``page_cache_before``/``_after``, from
-  ``mincore``). The fit and the queries are timed under a deliberate BLAS thread setting
+  ``mincore``). The memmap rows pause before every call, as the batched rows do
+  (``pause_s``), and store the same three timed back to back as well
+  (``*_back_to_back``: a query that follows the bare product shares the cores with
+  OpenBLAS's spinning workers). The fit and the queries are timed under a deliberate BLAS thread setting
   (``--threads``, default: every core), the floor in the same round.
 
 Every stored row carries the CPU model, its GEMM peak measured in the same run
@@ -187,17 +190,27 @@ def _sweep_n(n: int, H: int, W: np.ndarray, Qs: np.ndarray, ms: list[int], k: in
     if memmap:
         tmp = tempfile.mkdtemp(dir=folder)
         try:
+            spin = blas_spin()
             for dtype in (np.float64, np.float32):
-                rows += _sweep_memmap(Phi, R, Path(tmp), dtype, Qs, ms, k, threads, rounds)
+                rows += _sweep_memmap(Phi, R, Path(tmp), dtype, Qs, ms, k, threads, rounds,
+                                      spin)
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
     return rows
 
 
 def _sweep_memmap(Phi: np.ndarray, R: np.ndarray, tmp: Path, dtype: type, Qs: np.ndarray,
-                  ms: list[int], k: int, threads: int, rounds: int) -> list[dict]:
+                  ms: list[int], k: int, threads: int, rounds: int, spin: float
+                  ) -> list[dict]:
     """The memmap rows of :func:`sweep` for a file of ``dtype`` holding ``Phi`` (a float32
-    file: ``Phi`` rounded to float32)."""
+    file: ``Phi`` rounded to float32). Each call is timed after a pause of ``pause``
+    seconds (columns ``median_ms``, ``floor_ms``, ``ratio``), and also back to back
+    (``*_back_to_back``): the bare product before a query runs on OpenBLAS's threads,
+    which then spin for about 0.1 s (:func:`blas_spin`) and share the cores with the
+    query's own threads (the float32 keys run on Python threads with BLAS pinned to one
+    thread); the pause outlasts that spin (``spin``, measured before: 1.5 times it plus
+    0.05 s), as for the batched rows."""
+    pause = round(1.5 * spin + 0.05, 2)
     n, H = Phi.shape
     name = np.dtype(dtype).name
     storage = "memmap" if dtype == np.float64 else f"memmap {name}"
@@ -238,10 +251,12 @@ def _sweep_memmap(Phi: np.ndarray, R: np.ndarray, tmp: Path, dtype: type, Qs: np
 
             cached = page_cache_fraction(path)
             nr = max(5, rounds // 2)
+            fns = [stream, gemm, lambda lib_q=lib_q, cim=cim: cim.top_cases(lib_q, 1, k=k)]
             with threadpool_limits(threads):
-                med, times = interleaved(
-                    [stream, gemm, lambda lib_q=lib_q, cim=cim: cim.top_cases(lib_q, 1, k=k)],
-                    nr, 0.0)
+                # back to back (each call may meet the spinning BLAS workers of the GEMM
+                # before it), then with the pause that outlasts their spin
+                back, _ = interleaved(fns, nr, 0.0)
+                med, times = interleaved(fns, nr, pause)
             floor_s = max(med[0], med[1])
             rows.append(dict(
                 measurement=f"n = {n:,} {storage}, {m} quer{'y' if m == 1 else 'ies'}: "
@@ -253,6 +268,8 @@ def _sweep_memmap(Phi: np.ndarray, R: np.ndarray, tmp: Path, dtype: type, Qs: np
                     b / a for a, b in zip(times[0], times[2], strict=True)),
                 gemm_floor_ms=med[1] * 1e3, ratio_max_floor=med[2] / floor_s,
                 page_cache_before=cached, page_cache_after=page_cache_fraction(path),
+                pause_s=pause, blas_spin_s=spin, median_ms_back_to_back=back[2] * 1e3,
+                floor_ms_back_to_back=back[0] * 1e3, ratio_back_to_back=back[2] / back[0],
                 load_average=load_average()))
             print(rows[-1], flush=True)
         del cim, Pm

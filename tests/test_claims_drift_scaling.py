@@ -489,6 +489,20 @@ def test_query_sweep_notes_and_table_follow_the_stored_rows():
     assert tab.loc[(4_000_000, "memmap"), "16 queries: top_cases"] == 1.5
     assert np.isnan(tab.loc[(4_000_000, "memmap"), "1 query: explain"])
     assert tab.loc[(4_000_000, "memmap float32"), "16 queries: top_cases"] == 2.5
+    # the memmap rows timed back to back too: one sentence, float64 rows first
+    b2b = sw.copy()
+    mem = b2b["storage"].str.startswith("memmap")
+    b2b.loc[mem, "pause_s"] = 0.21
+    b2b.loc[mem, "ratio_back_to_back"] = [0.41, 1.49, 0.68, 1.56]
+    last = claims.ch10_nystrom.query_sweep_notes(b2b)[-1]
+    assert last.startswith("Each of those calls follows a pause of 0.21 s.")
+    assert last.endswith("0.41x (float64, one query), 1.49x (float64, 16 queries), 0.68x "
+                         "(float32, one query), 1.56x (float32, 16 queries).")
+    assert len(claims.ch10_nystrom.query_sweep_notes(b2b)) == len(notes) + 1
+    assert "which spin for a while after it" in last
+    b2b.loc[mem, "blas_spin_s"] = 0.104
+    assert "which spin for 0.10 s (measured in the same run) after it" in \
+        claims.ch10_nystrom.query_sweep_notes(b2b)[-1]
     with pytest.raises(InputError, match="query_sweep"):
         claims.ch10_nystrom.query_sweep_notes(sw.drop(columns="target"))
     with pytest.raises(InputError, match="query_sweep"):

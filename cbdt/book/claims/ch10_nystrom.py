@@ -719,6 +719,18 @@ def query_sweep_notes(sweep: pd.DataFrame) -> list[str]:
             out.append(f"On a {dtype} memmap of $n = {_int(mm['n'].iloc[0])}$ rows, "
                        f"`top_cases` takes {', '.join(parts)} of one streaming pass over the "
                        f"file{how}.")
+    mm = sweep[sweep["storage"].str.startswith("memmap")].sort_values(["storage", "m"])
+    if len(mm) and {"ratio_back_to_back", "pause_s"} <= set(mm.columns) and bool(
+            mm["ratio_back_to_back"].notna().all()):
+        b2b = [f"{r.ratio_back_to_back:.2f}x ({'float32' if 'float32' in r.storage else 'float64'}"
+               f", {'one query' if r.m == 1 else f'{r.m} queries'})" for r in mm.itertuples()]
+        spin = (f"for {float(mm['blas_spin_s'].iloc[0]):.2f} s (measured in the same run)"
+                if "blas_spin_s" in mm.columns and bool(mm["blas_spin_s"].notna().all())
+                else "for a while")
+        out.append(f"Each of those calls follows a pause of {float(mm['pause_s'].iloc[0]):.2f} s. "
+                   "Timed back to back instead, a query that follows the bare product shares "
+                   f"the cores with OpenBLAS's worker threads, which spin {spin} after it: "
+                   + ", ".join(b2b) + ".")
     return out
 
 
