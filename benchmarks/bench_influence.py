@@ -38,8 +38,8 @@ same run:
   ``mincore``). The memmap rows pause before every call, as the batched rows do
   (``pause_s``), and store the same three timed back to back as well
   (``*_back_to_back``: a query that follows the bare product shares the cores with
-  OpenBLAS's spinning workers). The fit and the queries are timed under a deliberate BLAS thread setting
-  (``--threads``, default: every core), the floor in the same round.
+  OpenBLAS's spinning workers). The fit and the queries are timed under a deliberate BLAS
+  thread setting (``--threads``, default: every core), the floor in the same round.
 
 Every stored row carries the CPU model, its GEMM peak measured in the same run
 (``peak_gflops``, a square float64 product) and numpy's BLAS core type (threadpoolctl's
@@ -203,8 +203,8 @@ def _sweep_memmap(Phi: np.ndarray, R: np.ndarray, tmp: Path, dtype: type, Qs: np
                   ms: list[int], k: int, threads: int, rounds: int, spin: float
                   ) -> list[dict]:
     """The memmap rows of :func:`sweep` for a file of ``dtype`` holding ``Phi`` (a float32
-    file: ``Phi`` rounded to float32). Each call is timed after a pause of ``pause``
-    seconds (columns ``median_ms``, ``floor_ms``, ``ratio``), and also back to back
+    file: ``Phi`` rounded to float32). Each call is timed after a pause (``pause_s``;
+    columns ``median_ms``, ``floor_ms``, ``ratio``), and also back to back
     (``*_back_to_back``): the bare product before a query runs on OpenBLAS's threads,
     which then spin for about 0.1 s (:func:`blas_spin`) and share the cores with the
     query's own threads (the float32 keys run on Python threads with BLAS pinned to one

@@ -717,10 +717,10 @@ class Widener:
                rq: np.ndarray | None, k: int
                ) -> tuple[np.ndarray, np.ndarray, tuple[int, np.ndarray, int] | None] | None:
         """The keys of the block ``X`` (w, h) in float32, each query's scaled by ``2^e_q``:
-        ``(K (m, w), the scales 2^e_q (m,), the maxima of the ranking's blocks (b, (m, nb))
-        or None)``, in a buffer reused by the next block; None where they cannot stay in
-        float32 (then :meth:`keys`). ``rq``: max |r| of each action (None for keys of
-        alpha)."""
+        ``(K (m, w), the scales 2^e_q (m,), the maxima of the ranking's blocks (b, (m, nb),
+        piece) as :func:`_block_cols` lays them out, or None)``, in a buffer reused by the
+        next block; None where they cannot stay in float32 (then :meth:`keys`). ``rq``: max
+        |r| of each action (None for keys of alpha)."""
         if not (self.screens(X, xmax) and self._keys32_ok(acts, rq)):
             return None
         if not self.threads:
