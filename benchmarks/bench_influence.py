@@ -99,6 +99,12 @@ def interleaved(
     return [statistics.median(t) for t in times], times
 
 
+def pause_after(spin: float) -> float:
+    """Seconds of pause before each interleaved call: 1.5 times the BLAS spin
+    (:func:`blas_spin`) plus 0.05 s, so that no call meets the workers of the one before."""
+    return round(1.5 * spin + 0.05, 2)
+
+
 def blas_spin(repeats: int = 3, window: float = 0.5) -> float:
     """Seconds of CPU numpy's BLAS worker threads burn after a multi-threaded GEMM returns
     (median over ``repeats``): the process's CPU time during a ``window``-second sleep that
@@ -208,9 +214,9 @@ def _sweep_memmap(Phi: np.ndarray, R: np.ndarray, tmp: Path, dtype: type, Qs: np
     (``*_back_to_back``): the bare product before a query runs on OpenBLAS's threads,
     which then spin for about 0.1 s (:func:`blas_spin`) and share the cores with the
     query's own threads (the float32 keys run on Python threads with BLAS pinned to one
-    thread); the pause outlasts that spin (``spin``, measured before: 1.5 times it plus
-    0.05 s), as for the batched rows."""
-    pause = round(1.5 * spin + 0.05, 2)
+    thread); the pause outlasts that spin (``spin``, measured before: :func:`pause_after`),
+    as for the batched rows."""
+    pause = pause_after(spin)
     n, H = Phi.shape
     name = np.dtype(dtype).name
     storage = "memmap" if dtype == np.float64 else f"memmap {name}"
@@ -375,7 +381,7 @@ def main(argv: list[str] | None = None) -> None:
     # batched top-10 against the bare GEMM of the same shape
     out = np.empty((m, n))
     spin = blas_spin()
-    pause = args.pause if args.pause is not None else round(1.5 * spin + 0.05, 2)
+    pause = args.pause if args.pause is not None else pause_after(spin)
     load0 = os.getloadavg()
     (t_gemm, t_batch), (tg, tb) = interleaved(
         [lambda: np.matmul(Qb, P.T, out=out), lambda: ci.top_cases(Qb, 1, k=10)],

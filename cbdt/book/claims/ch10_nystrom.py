@@ -704,26 +704,29 @@ def query_sweep_notes(sweep: pd.DataFrame) -> list[str]:
         out.append("At the small sizes the fixed cost of a call outweighs a product that "
                    "small: the checks of the input, the exact refinement of the candidates "
                    "and the result, for `explain` two pandas tables.")
+    b2b: list[str] = []  # the same rows timed back to back, where the sweep kept them
+    timed_b2b = {"ratio_back_to_back", "pause_s"} <= set(sweep.columns)
     for storage, dtype, how in (
             ("memmap", "float64", ""),
             ("memmap float32", "float32", " (its pass widens the file to float64; the bare "
                                           "product is a float32 one)")):
         mm = sweep[sweep["storage"] == storage].sort_values("m")
         if len(mm):
-            parts = [f"{r.ratio:.2f}x for {'one query' if r.m == 1 else f'{r.m} queries'}"
+            what = ["one query" if r.m == 1 else f"{r.m} queries" for r in mm.itertuples()]
+            parts = [f"{r.ratio:.2f}x for {w}"
                      + ("" if pd.isna(getattr(r, "ratio_max_floor", np.nan))
                         or r.ratio_max_floor == r.ratio else
                         f" ({r.ratio_max_floor:.2f}x the larger of the pass and the bare "
                         "product)")
-                     for r in mm.itertuples()]
+                     for r, w in zip(mm.itertuples(), what, strict=True)]
             out.append(f"On a {dtype} memmap of $n = {_int(mm['n'].iloc[0])}$ rows, "
                        f"`top_cases` takes {', '.join(parts)} of one streaming pass over the "
                        f"file{how}.")
-    mm = sweep[sweep["storage"].str.startswith("memmap")].sort_values(["storage", "m"])
-    if len(mm) and {"ratio_back_to_back", "pause_s"} <= set(mm.columns) and bool(
-            mm["ratio_back_to_back"].notna().all()):
-        b2b = [f"{r.ratio_back_to_back:.2f}x ({'float32' if 'float32' in r.storage else 'float64'}"
-               f", {'one query' if r.m == 1 else f'{r.m} queries'})" for r in mm.itertuples()]
+            if timed_b2b:
+                b2b += [f"{r.ratio_back_to_back:.2f}x ({dtype}, {w})"
+                        for r, w in zip(mm.itertuples(), what, strict=True)]
+    mm = sweep[sweep["storage"].str.startswith("memmap")]
+    if b2b and bool(mm["ratio_back_to_back"].notna().all()):
         spin = (f"for {float(mm['blas_spin_s'].iloc[0]):.2f} s (measured in the same run)"
                 if "blas_spin_s" in mm.columns and bool(mm["blas_spin_s"].notna().all())
                 else "for a while")
